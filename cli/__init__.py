@@ -1,0 +1,1 @@
+"""The `geops` command line."""

@@ -1,0 +1,366 @@
+"""The geops configuration: one default file, overridden by a user file, the environment and flags.
+
+Every scalar setting is declared once in ``SETTINGS`` with its TOML path, environment variable,
+command-line flag and parser, so that a bad value is always reported with the name the user
+typed. Two tables are free-form pass-throughs: ``kafka.client`` (librdkafka properties for every
+client) and ``spark.conf`` (Spark properties).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_FILE = Path(__file__).with_name("default.toml")
+TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or malformed; the message names the setting."""
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds from '500ms', '10s', '2m', '1h' or a bare number of seconds."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a duration such as 500ms or 10s, got {text!r}")
+    if isinstance(text, int | float):
+        if text < 0:
+            raise ValueError(f"a duration cannot be negative: {text!r}")
+        return float(text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(text))
+    if not m:
+        raise ValueError(f"expected a duration such as 500ms or 10s, got {text!r}")
+    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def _int(text: Any) -> int:
+    if isinstance(text, bool):
+        raise ValueError(f"expected an integer, got {text!r}")
+    if isinstance(text, int):
+        return text
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {text!r}") from None
+
+
+def _float(text: Any) -> float:
+    if isinstance(text, bool):
+        raise ValueError(f"expected a number, got {text!r}")
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _str(text: Any) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"expected a string, got {text!r}")
+    return text
+
+
+def _at_least(low: float) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value < low:
+            raise ValueError(f"must be at least {low}, got {value}")
+
+    return check
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One scalar setting: where it lives in the file, its env var and flag, how to parse it."""
+
+    path: str
+    group: str
+    env: str
+    flag: str
+    parse: Callable[[Any], Any]
+    help: str
+    choices: tuple[str, ...] | None = None
+    check: Callable[[Any], None] | None = None
+
+    def convert(self, raw: Any) -> Any:
+        value = self.parse(raw)
+        if self.choices is not None:
+            folded = {c.lower(): c for c in self.choices}
+            if str(value).lower() not in folded:
+                raise ValueError(f"expected one of {', '.join(self.choices)}, got {raw!r}")
+            value = folded[str(value).lower()]
+        if self.check is not None:
+            self.check(value)
+        return value
+
+
+def _topic_settings() -> list[Setting]:
+    out = []
+    for t in TOPICS:
+        dashed = t.replace("_", "-")
+        out.append(
+            Setting(f"topics.{t}.name", "topics", f"GEOPS_{t.upper()}_TOPIC", f"--{dashed}-topic",
+                    _str, f"name of the {dashed} topic")
+        )
+        out.append(
+            Setting(f"topics.{t}.partitions", "topic-partitions", f"GEOPS_{t.upper()}_PARTITIONS",
+                    f"--{dashed}-partitions", _int, f"partitions of the {dashed} topic",
+                    check=_at_least(1))
+        )
+    return out
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("kafka.bootstrap_servers", "kafka", "GEOPS_BOOTSTRAP_SERVERS", "--bootstrap-servers",
+            _str, "Kafka bootstrap servers (default: the embedded broker if running)"),
+    Setting("kafka.replication_factor", "topic-partitions", "GEOPS_REPLICATION_FACTOR",
+            "--replication-factor", _int, "replication factor of created topics",
+            check=_at_least(1)),
+    *_topic_settings(),
+    Setting("broker.port", "broker", "GEOPS_BROKER_PORT", "--port", _int,
+            "port of the embedded broker", check=_at_least(0)),
+    Setting("broker.state_dir", "state", "GEOPS_STATE_DIR", "--state-dir", _str,
+            "directory for the embedded broker's pid/log and default checkpoints"),
+    Setting("app.app_id", "app", "GEOPS_APP_ID", "--app-id", _str,
+            "name of this app instance in metrics and matches"),
+    Setting("app.strategy", "app", "GEOPS_APP_STRATEGY", "--strategy", _str,
+            "subscription partitioning strategy", choices=("sPS", "sPIS", "RIhPS", "RIsPS")),
+    Setting("app.join", "app", "GEOPS_APP_JOIN", "--join", _str,
+            "where the join runs: static-local or stream-local", choices=("STAL", "STRL")),
+    Setting("app.workers", "app", "GEOPS_APP_WORKERS", "--workers", _int,
+            "join workers W (0 = all executor cores)", check=_at_least(0)),
+    Setting("app.partitions", "app", "GEOPS_APP_PARTITIONS", "--partitions", _int,
+            "static partitions P", check=_at_least(1)),
+    Setting("app.partitioner", "app", "GEOPS_APP_PARTITIONER", "--partitioner", _str,
+            "spatial partitioner", choices=("kdbtree", "quadtree", "grid")),
+    Setting("app.trigger", "app", "GEOPS_APP_TRIGGER", "--trigger", parse_duration,
+            "micro-batch trigger interval, e.g. 500ms"),
+    Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
+            "--max-records-per-trigger", _int, "records per micro-batch (0 = no limit)",
+            check=_at_least(0)),
+    Setting("app.checkpoint", "app", "GEOPS_APP_CHECKPOINT", "--checkpoint", _str,
+            "checkpoint directory (default: <state-dir>/checkpoints/<app-id>)"),
+    Setting("app.stop_after_idle", "app", "GEOPS_APP_STOP_AFTER_IDLE", "--stop-after-idle",
+            parse_duration, "stop once no input arrived for this long (0 = never)"),
+    Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
+            "Spark master when spark-submit was not given one"),
+    Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
+            "load metric: LB (processing time) or DB (item counts)", choices=("LB", "DB")),
+    Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
+            "dynamic commands rebalances; observe only reports", choices=("dynamic", "observe")),
+    Setting("distributor.policy", "distributor", "GEOPS_DISTRIBUTOR_POLICY", "--policy", _str,
+            "redistribution policy"),
+    Setting("distributor.threshold", "distributor", "GEOPS_DISTRIBUTOR_THRESHOLD", "--threshold",
+            _float, "MLDC threshold", check=_at_least(0.0)),
+    Setting("distributor.min_items", "distributor", "GEOPS_DISTRIBUTOR_MIN_ITEMS", "--min-items",
+            _int, "M: items processed before redistributing", check=_at_least(0)),
+    Setting("distributor.wait_periods", "distributor", "GEOPS_DISTRIBUTOR_WAIT_PERIODS",
+            "--wait-periods", _int, "N: periods between redistributions", check=_at_least(0)),
+    Setting("distributor.period", "distributor", "GEOPS_DISTRIBUTOR_PERIOD", "--period",
+            parse_duration, "D: monitoring period, e.g. 10s"),
+    Setting("distributor.min_improvement", "distributor", "GEOPS_DISTRIBUTOR_MIN_IMPROVEMENT",
+            "--min-improvement", _float, "miMLDC: required MLDC improvement"),
+)
+BY_PATH = {s.path: s for s in SETTINGS}
+FREE_TABLES = ("kafka.client", "spark.conf")
+KAFKA_ENV_PREFIX = "GEOPS_KAFKA_"
+
+
+def _get(tree: Mapping[str, Any], path: str) -> Any:
+    node: Any = tree
+    for part in path.split("."):
+        node = node[part]
+    return node
+
+
+def _set(tree: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    for part in parts[:-1]:
+        tree = tree.setdefault(part, {})
+    tree[parts[-1]] = value
+
+
+def _leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if path in FREE_TABLES or (path.endswith(".config") and path.startswith("topics.")):
+            yield path, value
+        elif isinstance(value, Mapping):
+            yield from _leaves(value, path + ".")
+        else:
+            yield path, value
+
+
+class Config:
+    """Resolved, validated settings. Read with ``cfg["app.strategy"]`` or the helpers."""
+
+    def __init__(self, tree: dict[str, Any]):
+        self.tree = tree
+
+    def __getitem__(self, path: str) -> Any:
+        return _get(self.tree, path)
+
+    def topic(self, logical: str) -> str:
+        """The configured name of a logical topic such as 'publications' or 'dead_letter'."""
+        return self[f"topics.{logical}.name"]
+
+    def kafka_client(self) -> dict[str, str]:
+        """librdkafka settings shared by every client (pass-through table plus bootstrap)."""
+        conf = {k: str(v) for k, v in self["kafka.client"].items()}
+        conf["bootstrap.servers"] = self.bootstrap_servers()
+        return conf
+
+    def bootstrap_servers(self) -> str:
+        explicit = self["kafka.bootstrap_servers"]
+        if explicit:
+            return explicit
+        # Imported here: config stays a leaf package; the broker module only reads files.
+        from kafkaio.broker import running_address
+
+        return running_address(self.state_dir()) or "127.0.0.1:9092"
+
+    def state_dir(self) -> Path:
+        raw = self["broker.state_dir"]
+        if raw:
+            return Path(raw).expanduser()
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        return Path(base) / "geops"
+
+    def with_overrides(self, values: Mapping[str, Any]) -> Config:
+        tree = copy.deepcopy(self.tree)
+        for path, raw in values.items():
+            _set(tree, path, BY_PATH[path].convert(raw) if path in BY_PATH else raw)
+        return Config(tree)
+
+
+def _read_toml(path: Path, label: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{label}: file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{label}: {path} is not valid TOML: {exc}") from None
+
+
+def _merge_file(tree: dict[str, Any], user: Mapping[str, Any], path: Path) -> None:
+    for key, value in _leaves(user):
+        if key in FREE_TABLES or key.endswith(".config"):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"config file {path}: {key} must be a table")
+            if key.endswith(".config") and key.rsplit(".", 2)[0] + ".name" not in BY_PATH:
+                raise ConfigError(f"config file {path}: unknown setting '{key}'")
+            merged = dict(_get(tree, key)) if _has(tree, key) else {}
+            merged.update(value)
+            _set(tree, key, merged)
+            continue
+        setting = BY_PATH.get(key)
+        if setting is None:
+            raise ConfigError(f"config file {path}: unknown setting '{key}'")
+        try:
+            _set(tree, key, setting.convert(value))
+        except ValueError as exc:
+            raise ConfigError(f"config file {path}: {key}: {exc}") from None
+
+
+def _has(tree: Mapping[str, Any], path: str) -> bool:
+    try:
+        _get(tree, path)
+    except KeyError:
+        return False
+    return True
+
+
+def load(
+    config_file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    kafka_properties: Iterable[str] = (),
+) -> Config:
+    """Resolve the configuration: defaults < file < environment < flags.
+
+    ``flags`` maps setting paths to raw values given on the command line; ``kafka_properties``
+    are ``key=value`` strings from ``-X``.
+    """
+    environ = os.environ if environ is None else environ
+    tree: dict[str, Any] = {}
+    defaults = _read_toml(DEFAULT_FILE, "default configuration")
+    for key, value in _leaves(defaults):
+        _set(tree, key, BY_PATH[key].convert(value) if key in BY_PATH else value)
+    for key in FREE_TABLES:
+        if not _has(tree, key):
+            _set(tree, key, {})
+
+    config_file = config_file or environ.get("GEOPS_CONFIG") or None
+    if config_file:
+        path = Path(config_file).expanduser()
+        _merge_file(tree, _read_toml(path, "--config"), path)
+
+    for setting in SETTINGS:
+        if setting.env in environ:
+            try:
+                _set(tree, setting.path, setting.convert(environ[setting.env]))
+            except ValueError as exc:
+                raise ConfigError(f"{setting.env} ({setting.path}): {exc}") from None
+    client = dict(tree["kafka"]["client"])
+    for name, value in environ.items():
+        if name.startswith(KAFKA_ENV_PREFIX):
+            client[name[len(KAFKA_ENV_PREFIX):].lower().replace("_", ".")] = value
+
+    for path, raw in (flags or {}).items():
+        setting = BY_PATH[path]
+        try:
+            _set(tree, path, setting.convert(raw))
+        except ValueError as exc:
+            raise ConfigError(f"{setting.flag} ({path}): {exc}") from None
+    for item in kafka_properties:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-X expects key=value (a librdkafka property), got {item!r}")
+        client[key.strip()] = value
+    tree["kafka"]["client"] = client
+    return Config(tree)
+
+
+def add_arguments(parser: argparse.ArgumentParser, groups: Iterable[str]) -> None:
+    """Add --config, -X and the flags of the given setting groups to a parser."""
+    wanted = set(groups)
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML file overriding config/default.toml (env: GEOPS_CONFIG)")
+    if "kafka" in wanted:
+        parser.add_argument("-X", dest="kafka_properties", action="append", default=[],
+                            metavar="KEY=VALUE",
+                            help="librdkafka property for every client, e.g. "
+                                 "-X security.protocol=SASL_SSL (repeatable)")
+    for setting in SETTINGS:
+        if setting.group in wanted:
+            parser.add_argument(setting.flag, dest=_dest(setting), default=None,
+                                metavar=_metavar(setting),
+                                help=f"{setting.help} [env: {setting.env}]")
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
+    """Resolve the configuration from parsed arguments made by ``add_arguments``."""
+    flags = {s.path: getattr(args, _dest(s)) for s in SETTINGS
+             if getattr(args, _dest(s), None) is not None}
+    return load(getattr(args, "config", None), environ, flags,
+                getattr(args, "kafka_properties", None) or ())
+
+
+def _dest(setting: Setting) -> str:
+    return "cfg__" + setting.path.replace(".", "__")
+
+
+def _metavar(setting: Setting) -> str:
+    if setting.choices:
+        return "{" + ",".join(setting.choices) + "}"
+    return setting.path.rsplit(".", 1)[-1].upper()

@@ -1,0 +1,1 @@
+"""The Dynamic Distributor: watches partition loads, computes MLDC, commands rebalances."""

@@ -1,0 +1,193 @@
+"""Reading and writing GeoJSON FeatureCollections of publications and subscriptions.
+
+Input rules (shared by `geops publish`, `geops subscribe` and `geops match`): every feature needs
+an integer ``properties.id`` and a usable geometry (present, non-empty, finite, valid);
+subscriptions also need ``properties.relation`` (case-insensitive relation name); publications
+may carry ``properties.event_time`` (epoch milliseconds). A feature that breaks a rule is
+rejected with its index and the reason; the others are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import shapely
+
+from geops.model import Publications, Relation, Subscriptions, geometry_problems
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A feature that was not used: its position in the file and why."""
+
+    index: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"feature {self.index}: {self.reason}"
+
+
+class GeoJSONError(ValueError):
+    """The file as a whole is unusable (not JSON, not a FeatureCollection)."""
+
+
+def _features(path: str | os.PathLike[str]) -> list[Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise GeoJSONError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise GeoJSONError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
+        raise GeoJSONError(f"{path}: expected a GeoJSON FeatureCollection")
+    features = doc.get("features")
+    if not isinstance(features, list):
+        raise GeoJSONError(f"{path}: 'features' must be a list")
+    return features
+
+
+def _int_id(props: dict[str, Any]) -> int:
+    value = props.get("id")
+    if value is None:
+        raise ValueError("missing properties.id")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"properties.id must be an integer, got {value!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(f"properties.id must be an integer, got {value!r}")
+    value = int(value)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"properties.id {value} does not fit in 64 bits")
+    return value
+
+
+def _parse(
+    features: list[Any], kind: str
+) -> tuple[list[int], list[Any], list[dict], list[Rejected]]:
+    """Common checks; returns kept positions, geometries and properties, and rejections."""
+    keep: list[int] = []
+    geoms: list[Any] = []
+    props_out: list[dict] = []
+    rejected: list[Rejected] = []
+    for i, feat in enumerate(features):
+        try:
+            if not isinstance(feat, dict) or feat.get("type") != "Feature":
+                raise ValueError("not a GeoJSON Feature")
+            props = feat.get("properties") or {}
+            if not isinstance(props, dict):
+                raise ValueError("properties must be an object")
+            _int_id(props)
+            if kind == "subscription":
+                if props.get("relation") is None:
+                    raise ValueError("missing properties.relation")
+                Relation.parse(props["relation"])
+            gj = feat.get("geometry")
+            if gj is None:
+                raise ValueError("missing geometry")
+            try:
+                geom = shapely.from_geojson(json.dumps(gj))
+            except Exception as exc:  # GEOS reports malformed GeoJSON with several types
+                raise ValueError(f"unreadable geometry: {exc}") from None
+        except ValueError as exc:
+            rejected.append(Rejected(i, str(exc)))
+            continue
+        keep.append(i)
+        geoms.append(geom)
+        props_out.append(props)
+    problems = geometry_problems(np.array(geoms, dtype=object)) if geoms else []
+    k2, g2, p2 = [], [], []
+    for i, g, p, problem in zip(keep, geoms, props_out, problems, strict=True):
+        if problem:
+            rejected.append(Rejected(i, problem))
+        else:
+            k2.append(i)
+            g2.append(g)
+            p2.append(p)
+    rejected.sort(key=lambda r: r.index)
+    return k2, g2, p2, rejected
+
+
+def read_publications(
+    path: str | os.PathLike[str], default_event_time: int = 0
+) -> tuple[Publications, list[int], list[Rejected]]:
+    """Publications of a file, the feature index of each, and the rejected features."""
+    keep, geoms, props, rejected = _parse(_features(path), "publication")
+    times = []
+    good_keep, good_geoms, good_ids = [], [], []
+    for i, g, p in zip(keep, geoms, props, strict=True):
+        t = p.get("event_time", default_event_time)
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            rejected.append(
+                Rejected(i, f"properties.event_time must be epoch milliseconds, got {t!r}"))
+            continue
+        good_keep.append(i)
+        good_geoms.append(g)
+        good_ids.append(_int_id(p))
+        times.append(int(t))
+    rejected.sort(key=lambda r: r.index)
+    return Publications(good_ids, good_geoms, times), good_keep, rejected
+
+
+def read_subscriptions(
+    path: str | os.PathLike[str],
+) -> tuple[Subscriptions, list[int], list[Rejected]]:
+    """Subscriptions of a file, the feature index of each, and the rejected features."""
+    keep, geoms, props, rejected = _parse(_features(path), "subscription")
+    ids = [_int_id(p) for p in props]
+    rels = [int(Relation.parse(p["relation"])) for p in props]
+    return Subscriptions(ids, geoms, rels), keep, rejected
+
+
+def _feature(geom: Any, props: dict[str, Any]) -> dict[str, Any]:
+    geometry = json.loads(shapely.to_geojson(geom))
+    return {"type": "Feature", "properties": props, "geometry": geometry}
+
+
+def write_feature_collection(
+    path: str | os.PathLike[str], features: Iterable[dict[str, Any]]
+) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write('{"type": "FeatureCollection", "features": [\n')
+        for n, feat in enumerate(features):
+            if n:
+                fh.write(",\n")
+            fh.write(json.dumps(feat, separators=(",", ":")))
+        fh.write("\n]}\n")
+
+
+def write_publications(path: str | os.PathLike[str], pubs: Publications,
+                       extra: dict[str, np.ndarray] | None = None) -> None:
+    """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer)."""
+    extra = extra or {}
+
+    def gen() -> Iterable[dict[str, Any]]:
+        for k in range(len(pubs)):
+            props = {"id": int(pubs.ids[k]), "event_time": int(pubs.event_time[k])}
+            props.update({name: _plain(col[k]) for name, col in extra.items()})
+            yield _feature(pubs.geoms[k], props)
+
+    write_feature_collection(path, gen())
+
+
+def write_subscriptions(path: str | os.PathLike[str], subs: Subscriptions,
+                        extra: dict[str, np.ndarray] | None = None) -> None:
+    """Write subscriptions as GeoJSON with ``properties.relation`` as the relation name."""
+    extra = extra or {}
+
+    def gen() -> Iterable[dict[str, Any]]:
+        for k in range(len(subs)):
+            props = {"id": int(subs.ids[k]), "relation": Relation(int(subs.relations[k])).name}
+            props.update({name: _plain(col[k]) for name, col in extra.items()})
+            yield _feature(subs.geoms[k], props)
+
+    write_feature_collection(path, gen())
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,124 @@
+"""Publications, subscriptions and the 10 spatial relations, held column-wise for vectorised work.
+
+A publication p matches a subscription s iff ``relation(s.geometry, p.geometry)`` holds:
+the subscription geometry is the first operand, as in GeoPS (CONTAINS = s contains p).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import shapely
+
+
+class Relation(IntEnum):
+    """The 10 relations, numbered in the order of the Avro enum ``io.geops.Relation``."""
+
+    COVERED_BY = 0
+    COVERS = 1
+    CONTAINS = 2
+    CROSSES = 3
+    EQUALS = 4
+    INTERSECTS = 5
+    OVERLAPS = 6
+    TOUCHES = 7
+    WITHIN = 8
+    DISJOINT = 9
+
+    @classmethod
+    def parse(cls, name: str) -> Relation:
+        """Case-insensitive name ('within', 'COVERED_BY') to a Relation; ValueError otherwise."""
+        try:
+            return cls[str(name).strip().upper()]
+        except KeyError:
+            raise ValueError(
+                f"unknown relation {name!r}; expected one of {', '.join(r.name for r in cls)}"
+            ) from None
+
+
+# GeoPS's "mixed" workload draws relations uniformly from all but DISJOINT.
+MIXED_RELATIONS: tuple[Relation, ...] = tuple(r for r in Relation if r is not Relation.DISJOINT)
+
+
+@dataclass
+class Subscriptions:
+    """Column-wise subscriptions: ids (int64), shapely geometries (object), relations (int8)."""
+
+    ids: np.ndarray
+    geoms: np.ndarray
+    relations: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.ids = np.asarray(self.ids, dtype=np.int64)
+        self.geoms = np.asarray(self.geoms, dtype=object)
+        self.relations = np.asarray(self.relations, dtype=np.int8)
+        if not len(self.ids) == len(self.geoms) == len(self.relations):
+            raise ValueError("ids, geoms and relations must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray) -> Subscriptions:
+        return Subscriptions(self.ids[index], self.geoms[index], self.relations[index])
+
+    @classmethod
+    def empty(cls) -> Subscriptions:
+        return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, np.int8))
+
+
+@dataclass
+class Publications:
+    """Column-wise publications: ids (int64), geometries (object), event times (int64 ms)."""
+
+    ids: np.ndarray
+    geoms: np.ndarray
+    event_time: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.ids = np.asarray(self.ids, dtype=np.int64)
+        self.geoms = np.asarray(self.geoms, dtype=object)
+        self.event_time = np.asarray(self.event_time, dtype=np.int64)
+        if not len(self.ids) == len(self.geoms) == len(self.event_time):
+            raise ValueError("ids, geoms and event_time must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray) -> Publications:
+        return Publications(self.ids[index], self.geoms[index], self.event_time[index])
+
+    @classmethod
+    def empty(cls) -> Publications:
+        return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, np.int64))
+
+
+def geometry_problems(geoms: np.ndarray) -> list[str | None]:
+    """Per geometry, why it cannot be used (missing, empty, non-finite, invalid) or None."""
+    geoms = np.asarray(geoms, dtype=object)
+    missing = shapely.is_missing(geoms)
+    present = ~missing
+    empty = np.zeros(len(geoms), bool)
+    empty[present] = shapely.is_empty(geoms[present])
+    usable = present & ~empty
+    finite = np.ones(len(geoms), bool)
+    if usable.any():
+        idx = np.flatnonzero(usable)
+        coords, owner = shapely.get_coordinates(geoms[idx], include_z=True, return_index=True)
+        bad = ~np.isfinite(coords).all(axis=1) if len(coords) else np.zeros(0, bool)
+        finite[idx[np.unique(owner[bad])]] = False
+    valid = np.ones(len(geoms), bool)
+    check = usable & finite
+    valid[check] = shapely.is_valid(geoms[check])
+    out: list[str | None] = [None] * len(geoms)
+    for i in np.flatnonzero(~(present & ~empty & finite & valid)):
+        if missing[i]:
+            out[i] = "missing geometry"
+        elif empty[i]:
+            out[i] = "empty geometry"
+        elif not finite[i]:
+            out[i] = "non-finite coordinate (NaN or infinity)"
+        else:
+            out[i] = f"invalid geometry: {shapely.is_valid_reason(geoms[i])}"
+    return out

@@ -1,0 +1,37 @@
+# Sourced by scripts/*: make sure .venv exists and holds this project (editable) and its
+# pinned dependencies. Re-installs only when the packaging files change.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="${GEOPS_PYTHON:-python3}"
+
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "geops: $PY not found; install Python 3.11 or newer (or set GEOPS_PYTHON)" >&2
+    exit 2
+fi
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+    echo "geops: $PY is $("$PY" --version 2>&1); Python 3.11 or newer is required (set GEOPS_PYTHON)" >&2
+    exit 2
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "geops: creating $VENV" >&2
+    "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.geops-installed"
+want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "geops: installing the project and its pinned dependencies into .venv (first run takes a few minutes)" >&2
+    log="$VENV/install.log"
+    if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
+           "$VENV/bin/python" -m pip install --disable-pip-version-check -e "$ROOT[dev]"; } >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "geops: installation failed; full log in $log" >&2
+        exit 2
+    fi
+    echo "$want" > "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
+# Spark starts its Python workers with this interpreter, so they see the same packages.
+export PYSPARK_PYTHON="$VENV/bin/python"
+export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
+cd "$ROOT"
