@@ -18,6 +18,7 @@ COMMANDS = (
     "cli.topics",
     "cli.produce",
     "cli.tail",
+    "cli.generate",
 )
 
 EXIT_OK = 0

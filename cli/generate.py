@@ -1,0 +1,247 @@
+"""`geops generate`: the GeoPS workload (synthetic or real data, optionally skewed) to files.
+
+Writes ``DIR/subscriptions.geojson``, ``DIR/publications.geojson``, Avro container files
+``DIR/subscriptions.avro`` and ``DIR/publications.avro`` beside them, and ``DIR/workload.json``
+(parameters, seed, counts per layer and relation, requested and measured skew). The partitioning
+settings default to the app's (``app.partitions``, ``app.partitioner``, ``app.workers`` of the
+configuration), so the skew asked for is the skew the app sees. Exit code 3 when input rows or
+features were skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import config
+from geops.geojson import GeoJSONError
+from geops.model import Relation
+from geops.workload import (
+    LAYERS,
+    DataError,
+    ParameterError,
+    SkewSpec,
+    generate_workload,
+    read_points_csv,
+    read_polygons_geojson,
+    synthetic_world,
+    with_real_data,
+    write_workload,
+)
+from geops.workload.generate import (
+    DEFAULT_INTERVAL_MS,
+    DEFAULT_POINT_SHARE,
+    DEFAULT_PUBLICATIONS,
+    DEFAULT_START_TIME_MS,
+    DEFAULT_SUBSCRIPTIONS,
+)
+from geops.workload.output import FILES
+from geops.workload.skew import PARTITIONERS
+from geops.workload.world import DEFAULT_SIZES
+
+# Flag of each API parameter, for error messages.
+FLAGS = {"area": "--areas", "district": "--districts", "sector": "--sectors",
+         "start_time_ms": "--start-time"}
+SHOWN_BAD_ROWS = 10
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate", help="generate a GeoPS-like workload (GeoJSON + Avro files)",
+        description="Generate subscriptions (20%% areas, 30%% districts, 50%% sectors) and "
+                    "publications (points and, 1:2:3, area/district/sector polygons covering "
+                    "accident locations) on a synthetic country or on real data, optionally "
+                    "skewed so a fraction of the stream items falls in the partitions of the "
+                    "first --hot-workers of --workers workers.")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--subscriptions", type=int, default=DEFAULT_SUBSCRIPTIONS, metavar="N",
+                   help=f"subscriptions (default {DEFAULT_SUBSCRIPTIONS:,})")
+    p.add_argument("--publications", type=int, default=DEFAULT_PUBLICATIONS, metavar="M",
+                   help=f"publications (default {DEFAULT_PUBLICATIONS:,}, as in the paper)")
+    p.add_argument("--point-share", type=float, default=DEFAULT_POINT_SHARE, metavar="X",
+                   help=f"share of point publications (default {DEFAULT_POINT_SHARE})")
+    p.add_argument("--relation", metavar="NAME",
+                   help="one relation for every subscription (default: uniform over the nine "
+                        "non-DISJOINT relations)")
+    p.add_argument("--start-time", default=str(DEFAULT_START_TIME_MS), metavar="T",
+                   help="event time of publication 0: epoch ms or ISO 8601 "
+                        "(default 2024-01-01T00:00:00Z)")
+    p.add_argument("--interval-ms", type=int, default=DEFAULT_INTERVAL_MS, metavar="MS",
+                   help=f"event time step between publications (default {DEFAULT_INTERVAL_MS})")
+    p.add_argument("--world-size", default=",".join(str(DEFAULT_SIZES[k]) for k in LAYERS),
+                   metavar="A,D,S", help="cells of the synthetic areas, districts, sectors "
+                                         "(default %(default)s)")
+    skew = p.add_argument_group("skew (the paper's skew coefficient)")
+    skew.add_argument("--skew", type=float, metavar="S",
+                      help="fraction of stream items in the hot workers' partitions (0..1); "
+                           "without it the stream follows the population, and its hot share "
+                           "is only measured when --workers is given")
+    skew.add_argument("--hot-workers", type=int, default=1, metavar="H",
+                      help="hot workers: 0..H-1 (default 1)")
+    skew.add_argument("--workers", type=int, metavar="W",
+                      help="join workers W (default: app.workers of the configuration)")
+    skew.add_argument("--partitions", type=int, metavar="P",
+                      help="static partitions (default: app.partitions of the configuration)")
+    skew.add_argument("--partitioner", choices=PARTITIONERS,
+                      help="spatial partitioner (default: app.partitioner of the configuration)")
+    skew.add_argument("--config", metavar="FILE",
+                      help="TOML file overriding config/default.toml (env: GEOPS_CONFIG)")
+    real = p.add_argument_group("real data (each replaces its synthetic counterpart)")
+    real.add_argument("--points-csv", metavar="FILE",
+                      help="accident locations: CSV with a header naming lon,lat (or "
+                           "longitude,latitude or x,y) columns")
+    for layer, flag in (("area", "--areas"), ("district", "--districts"),
+                        ("sector", "--sectors")):
+        real.add_argument(flag, dest=f"{layer}_file", metavar="FILE",
+                          help=f"postcode {layer} polygons (GeoJSON FeatureCollection)")
+    p.set_defaults(func=_generate)
+
+
+def _flag(param: str) -> str:
+    return FLAGS.get(param, "--" + param.replace("_", "-"))
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from an integer or an ISO 8601 time (UTC unless it has an offset)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--start-time expects epoch milliseconds or ISO 8601, got {text!r}")\
+            from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _world_size(text: str) -> tuple[int, int, int]:
+    try:
+        sizes = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        sizes = ()
+    if len(sizes) != 3 or not 1 <= sizes[0] <= sizes[1] <= sizes[2]:
+        raise ValueError(f"--world-size expects AREAS,DISTRICTS,SECTORS with "
+                         f"1 <= AREAS <= DISTRICTS <= SECTORS, got {text!r}")
+    return sizes  # type: ignore[return-value]
+
+
+def _logger() -> Any:
+    if not sys.stderr.isatty():
+        return None
+    t0 = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"geops generate: [{time.monotonic() - t0:6.1f}s] {message}", file=sys.stderr,
+              flush=True)
+
+    return log
+
+
+def _report_bad(path: str, what: str, problems: list[Any]) -> None:
+    if not problems:
+        return
+    reasons = Counter(p.reason.split(":")[0] for p in problems)
+    summary = "; ".join(f"{n} × {r}" for r, n in reasons.most_common())
+    print(f"{path}: skipped {len(problems)} {what} ({summary})", file=sys.stderr)
+    for p in problems[:SHOWN_BAD_ROWS]:
+        print(f"{path}:   {p}", file=sys.stderr)
+    if len(problems) > SHOWN_BAD_ROWS:
+        print(f"{path}:   ... and {len(problems) - SHOWN_BAD_ROWS} more", file=sys.stderr)
+
+
+def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
+    from cli.main import EXIT_USAGE, CommandError
+
+    flags = {path: value for path, value in (("app.workers", args.workers),
+                                             ("app.partitions", args.partitions),
+                                             ("app.partitioner", args.partitioner))
+             if value is not None}
+    if args.skew is None and args.workers is None:
+        return None
+    cfg = config.load(args.config, flags=flags)
+    workers = cfg["app.workers"]
+    if workers == 0:
+        raise CommandError("--skew needs --workers: the configured app.workers is 0 (all "
+                           "executor cores), which the generator cannot know", EXIT_USAGE)
+    return SkewSpec(workers=workers, hot_workers=args.hot_workers,
+                    partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"],
+                    target=args.skew)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, CommandError
+
+    try:
+        start = parse_time(args.start_time)
+        sizes = _world_size(args.world_size)
+    except ValueError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    try:
+        relation = None if args.relation is None else Relation.parse(args.relation)
+    except ValueError as exc:
+        raise CommandError(f"--relation: {exc}", EXIT_USAGE) from None
+    spec = _skew_spec(args)
+    log = _logger()
+
+    world = synthetic_world(args.seed, *sizes, log=log)
+    rejected = False
+    points = None
+    layers = {}
+    sources: dict[str, str] = {}
+    try:
+        if args.points_csv:
+            points, bad = read_points_csv(args.points_csv)
+            _report_bad(args.points_csv, "rows", bad)
+            rejected |= bool(bad)
+            sources["points"] = args.points_csv
+        for layer in LAYERS:
+            path = getattr(args, f"{layer}_file")
+            if path:
+                layers[layer], bad_features = read_polygons_geojson(path)
+                _report_bad(path, "features", bad_features)
+                rejected |= bool(bad_features)
+                sources[layer] = path
+        world = with_real_data(world, points, layers, sources)
+    except (DataError, GeoJSONError) as exc:
+        raise CommandError(str(exc)) from None
+
+    try:
+        workload = generate_workload(
+            seed=args.seed, subscriptions=args.subscriptions, publications=args.publications,
+            point_share=args.point_share, relation=relation, skew=spec, world=world,
+            start_time_ms=start, interval_ms=args.interval_ms, log=log)
+    except ParameterError as exc:
+        raise CommandError(exc.render(_flag), EXIT_USAGE) from None
+
+    record = {
+        "generator": "geops generate",
+        "seed": args.seed,
+        "parameters": {
+            "subscriptions": args.subscriptions, "publications": args.publications,
+            "point_share": args.point_share,
+            "relation": None if relation is None else relation.name,
+            "start_time_ms": start, "interval_ms": args.interval_ms,
+            "world_size": dict(zip(LAYERS, sizes, strict=True)),
+        },
+    }
+    doc = write_workload(args.out, workload, record, log=log)
+    subs, pubs = doc["subscriptions"], doc["publications"]
+    print(f"wrote {', '.join(FILES)} to {args.out}")
+    print(f"subscriptions: {subs['count']:,} "
+          f"({', '.join(f'{k} {v:,}' for k, v in subs['layers'].items())})")
+    print(f"publications: {pubs['count']:,} "
+          f"({', '.join(f'{k} {v:,}' for k, v in pubs['layers'].items())})")
+    if doc["skew"] is not None and doc["skew"]["measured"] is not None:
+        s = doc["skew"]
+        requested = "not steered" if s["requested"] is None else f"requested {s['requested']}"
+        print(f"skew: measured {s['measured']:.4f} ({requested}; balanced {s['balanced']:.4f}; "
+              f"{s['hot_workers']} hot of {s['workers']} workers, {s['num_partitions']} "
+              f"{s['partitioner']} partitions)")
+    return EXIT_REJECTED if rejected else EXIT_OK

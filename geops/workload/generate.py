@@ -1,0 +1,340 @@
+"""Subscriptions and publications of the GeoPS workload, optionally skewed, in memory.
+
+Subscriptions: postcode polygons drawn uniformly with replacement, 20% areas, 30% districts, 50%
+sectors (exact shares, shuffled); relation uniform over the nine non-DISJOINT relations or one
+fixed relation; ids 0..N-1.
+
+Publications: a share ``point_share`` of accident locations (points) and the rest, in ratio
+1:2:3, the area, district or sector polygon that covers an accident location (exact shares,
+shuffled); ids 0..M-1, event time ``start_time_ms + i * interval_ms``. Accident locations come
+from a pool of ``max(2·M, 20,000)`` draws from the world's population, so an unskewed stream
+follows the population density; a skewed one draws from the hot or cold part of the same pool
+(see ``geops.workload.skew``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import shapely
+
+from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
+from geops.workload.skew import (
+    PARTITIONERS,
+    Partitioner,
+    SkewSpec,
+    hot_mask,
+    item_counts,
+    measured_skew,
+    reachable,
+    sides,
+    steer,
+)
+from geops.workload.world import LAYERS, Log, World, synthetic_world
+from schemas.assignment import hot_partitions, initial_assignment
+
+SUBSCRIPTION_SHARES: dict[str, float] = {"area": 0.2, "district": 0.3, "sector": 0.5}
+PUBLICATION_KINDS: tuple[str, ...] = ("point", *LAYERS)
+POLYGON_RATIO: dict[str, int] = {"area": 1, "district": 2, "sector": 3}
+DEFAULT_SUBSCRIPTIONS = 10_000
+DEFAULT_PUBLICATIONS = 100_000   # as in the load-balancing paper (10k subs, 100k pubs)
+DEFAULT_POINT_SHARE = 0.4
+DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+DEFAULT_INTERVAL_MS = 1
+SKEW_TOLERANCE = 0.005
+_MIN_POOL = 20_000
+
+
+class ParameterError(ValueError):
+    """A bad generator parameter. ``text`` may name other parameters as ``{name}``.
+
+    ``render(style)`` spells every parameter with ``style`` (the CLI passes one that turns
+    ``hot_workers`` into ``--hot-workers``), so the API and the command report the same check.
+    """
+
+    def __init__(self, param: str, text: str):
+        self.param = param
+        self.text = text
+        super().__init__(self.render(lambda name: name))
+
+    def render(self, style: Any) -> str:
+        names = {p: style(p) for p in _PARAMETERS}
+        return f"{style(self.param)} {self.text.format_map(names)}"
+
+
+_PARAMETERS = ("seed", "subscriptions", "publications", "point_share", "relation", "skew",
+               "hot_workers", "workers", "partitions", "partitioner", "interval_ms",
+               "start_time_ms", "points_csv", "area", "district", "sector")
+
+
+@dataclass
+class SkewReport:
+    """How the stream's items spread over the hot workers' partitions."""
+
+    spec: SkewSpec
+    num_partitions: int
+    assignment: list[int]
+    hot_partitions: list[int]
+    measured: float | None = None
+    reachable: tuple[float, float] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        lo_hi = None if self.reachable is None else [round(v, 6) for v in self.reachable]
+        measured = None if self.measured is None else round(self.measured, 6)
+        return {"requested": self.spec.target, "measured": measured,
+                "hot_workers": self.spec.hot_workers, "workers": self.spec.workers,
+                "balanced": round(self.spec.hot_workers / self.spec.workers, 6),
+                "partitioner": self.spec.partitioner, "partitions": self.spec.partitions,
+                "num_partitions": self.num_partitions, "hot_partitions": self.hot_partitions,
+                "reachable": lo_hi}
+
+
+@dataclass
+class Workload:
+    """Generated subscriptions and publications with the layer each was drawn from."""
+
+    subscriptions: Subscriptions
+    publications: Publications
+    subscription_layers: np.ndarray
+    publication_layers: np.ndarray
+    world: World
+    skew: SkewReport | None = None
+    partitioner: Partitioner | None = field(default=None, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per layer and relation, and the skew, for ``workload.json``."""
+        rel_counts = np.bincount(self.subscriptions.relations.astype(np.int64),
+                                 minlength=len(Relation))
+        return {
+            "subscriptions": {
+                "count": len(self.subscriptions),
+                "layers": _label_counts(self.subscription_layers, LAYERS),
+                "relations": {r.name: int(rel_counts[r]) for r in Relation if rel_counts[r]},
+            },
+            "publications": {
+                "count": len(self.publications),
+                "layers": _label_counts(self.publication_layers, PUBLICATION_KINDS),
+            },
+            "world": {layer: len(self.world.layers[layer]) for layer in LAYERS},
+            "sources": dict(self.world.sources),
+            "skew": None if self.skew is None else self.skew.to_json(),
+        }
+
+
+def _label_counts(labels: np.ndarray, names: tuple[str, ...]) -> dict[str, int]:
+    return {name: int(np.count_nonzero(labels == name)) for name in names}
+
+
+def split_counts(total: int, shares: list[float]) -> np.ndarray:
+    """``total`` split by ``shares`` into integers summing to ``total`` (largest remainder)."""
+    raw = np.asarray(shares, dtype=float) / sum(shares) * total
+    counts = np.floor(raw).astype(np.int64)
+    counts[np.argsort(counts - raw, kind="stable")[: total - counts.sum()]] += 1
+    return counts
+
+
+def _shuffled_labels(rng: np.random.Generator, names: tuple[str, ...],
+                     counts: np.ndarray) -> np.ndarray:
+    return rng.permutation(np.repeat(np.array(names), counts))
+
+
+def generate_subscriptions(world: World, n: int, rng: np.random.Generator,
+                           relation: Relation | None = None) -> tuple[Subscriptions, np.ndarray]:
+    """``n`` subscriptions (20/30/50% areas/districts/sectors) and the layer of each."""
+    labels = _shuffled_labels(rng, LAYERS,
+                              split_counts(n, [SUBSCRIPTION_SHARES[layer] for layer in LAYERS]))
+    geoms = np.empty(n, dtype=object)
+    for layer in LAYERS:
+        rows = np.flatnonzero(labels == layer)
+        cells = world.layers[layer]
+        geoms[rows] = cells[rng.integers(0, len(cells), size=len(rows))]
+    if relation is None:
+        relations = np.asarray(MIXED_RELATIONS, dtype=np.int8)[
+            rng.integers(0, len(MIXED_RELATIONS), size=n)]
+    else:
+        relations = np.full(n, int(relation), dtype=np.int8)
+    return Subscriptions(np.arange(n), geoms, relations), labels
+
+
+def locate(world: World, points: np.ndarray) -> dict[str, np.ndarray]:
+    """Per layer, the index of the cell covering each point (lowest index on shared borders),
+    or -1 where no cell does. Nested layers are looked up through their finer layer."""
+    geoms = shapely.points(points)
+    found: dict[str, np.ndarray] = {}
+    for layer in reversed(LAYERS):  # finest first, so coarser nested layers reuse it
+        child = next((c for c, p in _children(world) if p == layer and c in found), None)
+        if child is not None:
+            cell = np.where(found[child] >= 0, world.parent[child][found[child]], -1)
+        else:
+            pairs = shapely.STRtree(world.layers[layer]).query(geoms, predicate="intersects")
+            order = np.lexsort((pairs[1], pairs[0]))
+            where, first = np.unique(pairs[0][order], return_index=True)
+            cell = np.full(len(points), -1, dtype=np.int64)
+            cell[where] = pairs[1][order][first]
+        found[layer] = cell
+    return found
+
+
+def _children(world: World) -> list[tuple[str, str]]:
+    """(finer layer, coarser layer) pairs whose nesting is known."""
+    return [(c, LAYERS[LAYERS.index(c) - 1]) for c in world.parent]
+
+
+def _validate(subscriptions: int, publications: int, point_share: float, interval_ms: int,
+              skew: SkewSpec | None) -> None:
+    if subscriptions < 0:
+        raise ParameterError("subscriptions", f"must be >= 0, got {subscriptions}")
+    if publications < 0:
+        raise ParameterError("publications", f"must be >= 0, got {publications}")
+    if not 0.0 <= point_share <= 1.0:
+        raise ParameterError("point_share", f"must be within [0, 1], got {point_share}")
+    if interval_ms < 0:
+        raise ParameterError("interval_ms", f"must be >= 0, got {interval_ms}")
+    if skew is None:
+        return
+    if skew.target is not None and not 0.0 <= skew.target <= 1.0:
+        raise ParameterError("skew", f"must be within [0, 1], got {skew.target}")
+    if skew.workers < 2:
+        raise ParameterError("workers", f"must be >= 2 to have hot and cold workers, got "
+                                        f"{skew.workers}")
+    if not 1 <= skew.hot_workers < skew.workers:
+        raise ParameterError("hot_workers", f"must be >= 1 and < {{workers}} ({skew.workers}), "
+                                            f"got {skew.hot_workers}")
+    if skew.partitions < skew.workers:
+        raise ParameterError("partitions", f"must be >= {{workers}} ({skew.workers}) so every "
+                                           f"worker owns a partition, got {skew.partitions}")
+    if skew.partitioner not in PARTITIONERS:
+        raise ParameterError("partitioner", f"must be one of {', '.join(PARTITIONERS)}, got "
+                                            f"{skew.partitioner!r}")
+    if subscriptions == 0:
+        raise ParameterError("subscriptions", "must be > 0 to steer or measure skew: the "
+                                              "partitioner is built from them")
+
+
+def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIONS,
+                      publications: int = DEFAULT_PUBLICATIONS,
+                      point_share: float = DEFAULT_POINT_SHARE, relation: Relation | None = None,
+                      skew: SkewSpec | None = None, world: World | None = None,
+                      start_time_ms: int = DEFAULT_START_TIME_MS,
+                      interval_ms: int = DEFAULT_INTERVAL_MS,
+                      skew_tolerance: float = SKEW_TOLERANCE,
+                      log: Log | None = None) -> Workload:
+    """Generate a workload deterministically from ``seed`` (the default world when none given).
+
+    With ``skew`` the partitioner is built as the app builds it
+    (``build_partitioner(kind, subscriptions, P, sample_seed=0)``), partitions go to workers by
+    ``initial_assignment``, and with ``skew.target`` set the publications are chosen so that
+    that fraction of stream items falls in the partitions of workers 0..H-1 (±``skew_tolerance``,
+    else ParameterError naming the reachable range).
+    """
+    _validate(subscriptions, publications, point_share, interval_ms, skew)
+    world = world if world is not None else synthetic_world(seed, log=log)
+    subs, sub_layers = generate_subscriptions(world, subscriptions,
+                                              np.random.default_rng([seed, 1]), relation)
+    partitioner = None
+    if skew is not None:
+        from geops.partitioning import build_partitioner
+
+        if log:
+            log(f"building the {skew.partitioner} partitioner ({skew.partitions} partitions)")
+        partitioner = build_partitioner(skew.partitioner, subs, skew.partitions, sample_seed=0)
+    rng = np.random.default_rng([seed, 2])
+    kinds = _shuffled_labels(rng, PUBLICATION_KINDS, split_counts(
+        publications, [point_share] + [(1 - point_share) * POLYGON_RATIO[layer] / 6
+                                       for layer in LAYERS]))
+    if log:
+        log(f"drawing {publications:,} publications")
+    pool = world.population.sample(rng, max(2 * publications, _MIN_POOL))
+    cells = locate(world, pool)
+    for layer in LAYERS:
+        if np.any(kinds == layer) and not np.any(cells[layer] >= 0):
+            raise ParameterError(layer, "has no polygon covering any accident location")
+
+    report = None
+    if partitioner is None:
+        chosen = np.empty(publications, dtype=np.int64)
+        for kind in PUBLICATION_KINDS:
+            rows = np.flatnonzero(kinds == kind)
+            usable = (np.arange(len(pool)) if kind == "point"
+                      else np.flatnonzero(cells[kind] >= 0))
+            chosen[rows] = usable[rng.integers(0, len(usable), size=len(rows))]
+    else:
+        chosen, report = _skewed(partitioner, skew, world, pool, cells, kinds, rng,
+                                 skew_tolerance, log)
+
+    geoms = np.empty(publications, dtype=object)
+    is_point = kinds == "point"
+    geoms[is_point] = shapely.points(pool[chosen[is_point]])
+    for layer in LAYERS:
+        rows = np.flatnonzero(kinds == layer)
+        geoms[rows] = world.layers[layer][cells[layer][chosen[rows]]]
+    pubs = Publications(np.arange(publications), geoms,
+                        start_time_ms + interval_ms * np.arange(publications, dtype=np.int64))
+    if report is not None and publications:
+        report.measured = measured_skew(partitioner, pubs.geoms, report.assignment,
+                                        skew.hot_workers)
+    return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner)
+
+
+def _skewed(partitioner: Partitioner, spec: SkewSpec, world: World, pool: np.ndarray,
+            cells: dict[str, np.ndarray], kinds: np.ndarray, rng: np.random.Generator,
+            tolerance: float, log: Log | None) -> tuple[np.ndarray, SkewReport]:
+    """Pool index per publication, steered to ``spec.target`` when set, and the skew report."""
+    assignment = initial_assignment(partitioner.num_partitions, spec.workers)
+    hot = hot_mask(assignment, spec.hot_workers)
+    # Hot items and items of every pool location, per publication kind.
+    h: dict[str, np.ndarray] = {}
+    n: dict[str, np.ndarray] = {}
+    h["point"], n["point"] = item_counts(partitioner, shapely.points(pool), hot)
+    for layer in LAYERS:
+        ch, cn = item_counts(partitioner, world.layers[layer], hot)
+        located = cells[layer] >= 0
+        h[layer] = np.where(located, ch[cells[layer]], 0)
+        n[layer] = np.where(located, cn[cells[layer]], 0)
+    counts = [int(np.count_nonzero(kinds == k)) for k in PUBLICATION_KINDS]
+    report = SkewReport(spec, partitioner.num_partitions, assignment,
+                        hot_partitions(assignment, spec.hot_workers))
+    chosen = np.empty(len(kinds), dtype=np.int64)
+    if spec.target is None or len(kinds) == 0:
+        for kind in PUBLICATION_KINDS:
+            rows = np.flatnonzero(kinds == kind)
+            usable = np.flatnonzero(n[kind] > 0)
+            chosen[rows] = usable[rng.integers(0, len(usable), size=len(rows))]
+        return chosen, report
+
+    target = spec.target
+    lo, hi = reachable([h[k] for k in PUBLICATION_KINDS], [n[k] for k in PUBLICATION_KINDS],
+                       counts)
+    report.reachable = (lo, hi)
+    if not lo - 1e-12 <= target <= hi + 1e-12:
+        raise ParameterError("skew", f"{target} is unreachable: with these subscriptions, "
+                                     f"{partitioner.num_partitions} {spec.partitioner} "
+                                     f"partitions, {spec.hot_workers} hot of {spec.workers} "
+                                     f"workers and this publication mix the hot share of stream "
+                                     f"items can only range over [{lo:.4f}, {hi:.4f}]")
+    if log:
+        log(f"steering the hot share of stream items to {target} (reachable "
+            f"[{lo:.3f}, {hi:.3f}])")
+    for extreme in (False, True):  # near the reachable limits only the extremes get there
+        up = np.empty(len(kinds), dtype=np.int64)
+        down = np.empty(len(kinds), dtype=np.int64)
+        hu, nu, hd, nd = (np.empty(len(kinds), dtype=np.int64) for _ in range(4))
+        for kind in PUBLICATION_KINDS:
+            rows = np.flatnonzero(kinds == kind)
+            if not len(rows):
+                continue
+            raise_, lower = sides(h[kind], n[kind], target, extreme)
+            up[rows] = raise_[rng.integers(0, len(raise_), size=len(rows))]
+            down[rows] = lower[rng.integers(0, len(lower), size=len(rows))]
+            hu[rows], nu[rows] = h[kind][up[rows]], n[kind][up[rows]]
+            hd[rows], nd[rows] = h[kind][down[rows]], n[kind][down[rows]]
+        take_up = steer(target, hu, nu, hd, nd)
+        chosen = np.where(take_up, up, down)
+        got = (np.where(take_up, hu, hd).sum()) / np.where(take_up, nu, nd).sum()
+        if abs(got - target) <= tolerance:
+            return chosen, report
+    raise ParameterError("skew", f"{target} could not be met within ±{tolerance} with "
+                                 f"{len(kinds)} publications (got {got:.4f}); generate more "
+                                 f"publications")

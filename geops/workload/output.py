@@ -1,0 +1,76 @@
+"""Writing a workload: GeoJSON for people and `geops match`, Avro container files for producers.
+
+``DIR/subscriptions.geojson`` and ``DIR/publications.geojson`` carry each feature's ``layer``
+(area/district/sector, or point) as a property; ``DIR/subscriptions.avro`` and
+``DIR/publications.avro`` are Avro object container files with the ``Subscription`` and
+``Publication`` schemas of ``schemas/`` (geometry as WKB, relation as the enum symbol, event time
+as epoch milliseconds), in the same order; ``DIR/workload.json`` records how it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import shapely
+
+from geops.geojson import write_publications, write_subscriptions
+from geops.model import Publications, Relation, Subscriptions
+from geops.workload.generate import Workload
+from geops.workload.world import Log
+from schemas.codec import codec
+
+FILES = ("subscriptions.geojson", "publications.geojson", "subscriptions.avro",
+         "publications.avro", "workload.json")
+
+
+def subscription_records(subs: Subscriptions) -> Iterator[dict[str, Any]]:
+    """Subscriptions as records of the Avro ``Subscription`` schema."""
+    wkb = shapely.to_wkb(subs.geoms)
+    names = [r.name for r in Relation]
+    for sid, geom, rel in zip(subs.ids.tolist(), wkb, subs.relations.tolist(), strict=True):
+        yield {"id": sid, "geometry": geom, "relation": names[rel]}
+
+
+def publication_records(pubs: Publications) -> Iterator[dict[str, Any]]:
+    """Publications as records of the Avro ``Publication`` schema."""
+    wkb = shapely.to_wkb(pubs.geoms)
+    for pid, geom, t in zip(pubs.ids.tolist(), wkb, pubs.event_time.tolist(), strict=True):
+        yield {"id": pid, "geometry": geom, "event_time": t}
+
+
+def write_avro(path: str | os.PathLike[str], schema_name: str,
+               records: Iterator[dict[str, Any]]) -> None:
+    """An Avro object container file of the current schema ``schema_name``."""
+    with open(path, "wb") as fh:
+        fastavro.writer(fh, codec().current[schema_name].parsed, records)
+
+
+def write_workload(out: str | os.PathLike[str], workload: Workload, record: dict[str, Any],
+                   log: Log | None = None) -> dict[str, Any]:
+    """Write every file of ``FILES`` into ``out`` (created if needed); returns workload.json.
+
+    ``record`` holds what the caller wants kept beside the summary (parameters, seed, inputs).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if log:
+        log(f"writing {len(workload.subscriptions):,} subscriptions and "
+            f"{len(workload.publications):,} publications to {out}")
+    write_subscriptions(out / "subscriptions.geojson", workload.subscriptions,
+                        {"layer": workload.subscription_layers})
+    write_publications(out / "publications.geojson", workload.publications,
+                       {"layer": workload.publication_layers})
+    write_avro(out / "subscriptions.avro", "Subscription",
+               subscription_records(workload.subscriptions))
+    write_avro(out / "publications.avro", "Publication",
+               publication_records(workload.publications))
+    doc = {**record, **workload.summary()}
+    with open(out / "workload.json", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")
+    return doc
