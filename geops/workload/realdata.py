@@ -140,8 +140,8 @@ def with_real_data(world: World, points: np.ndarray | None = None,
                    sources: dict[str, str] | None = None) -> World:
     """``world`` with its accident locations and/or some layers replaced by given data.
 
-    ``sources`` names where each replacement came from (``points`` and layer names), for the
-    record in ``workload.json``.
+    ``sources`` names where each replacement came from (keys ``points`` and layer names; an
+    unnamed one is recorded as "data"), for ``workload.json``.
     """
     layers = layers or {}
     unknown = set(layers) - set(LAYERS)
@@ -152,6 +152,7 @@ def with_real_data(world: World, points: np.ndarray | None = None,
             raise DataError(f"no usable {layer} polygons")
     if points is not None and len(points) == 0:
         raise DataError("no usable accident points")
+    replaced = [*layers, *(["points"] if points is not None else [])]
     # A replaced layer no longer nests: drop its link to its parent and its children's to it.
     parent = {child: up for child, up in world.parent.items()
               if child not in layers and LAYERS[LAYERS.index(child) - 1] not in layers}
@@ -160,5 +161,5 @@ def with_real_data(world: World, points: np.ndarray | None = None,
         layers={**world.layers, **layers},
         population=world.population if points is None else PointPool(points),
         parent=parent,
-        sources={**world.sources, **(sources or {})},
+        sources={**world.sources, **dict.fromkeys(replaced, "data"), **(sources or {})},
     )
