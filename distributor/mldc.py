@@ -1,0 +1,43 @@
+"""Load per worker and the paper's imbalance measure, the maximum load distance coefficient.
+
+``LDC_i = (L_i - mean L) / mean L`` for every worker i (idle workers included, with load 0) and
+``MLDC = max_i LDC_i``. It only looks at the most loaded worker, because a micro-batch waits
+for its slowest worker. It is undefined when nothing was processed (mean load 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def worker_loads(partition_loads: Sequence[float], assignment: Sequence[int],
+                 workers: int) -> list[float]:
+    """Sum of the partition loads each worker owns under ``assignment`` (index = partition)."""
+    if len(partition_loads) != len(assignment):
+        raise ValueError(f"{len(partition_loads)} partition loads for an assignment of "
+                         f"{len(assignment)} partitions")
+    per_worker: list[list[float]] = [[] for _ in range(workers)]
+    for load, worker in zip(partition_loads, assignment, strict=True):
+        per_worker[worker].append(load)
+    return [math.fsum(loads) for loads in per_worker]
+
+
+def load_distances(loads: Sequence[float]) -> list[float] | None:
+    """``LDC_i`` of every worker, or None when the total load is zero."""
+    mean = math.fsum(loads) / len(loads) if loads else 0.0
+    if mean <= 0:
+        return None
+    return [(load - mean) / mean for load in loads]
+
+
+def mldc(loads: Sequence[float]) -> float | None:
+    """Maximum load distance coefficient of per-worker loads; None when there is no load."""
+    distances = load_distances(loads)
+    return None if distances is None else max(distances)
+
+
+def assignment_mldc(partition_loads: Sequence[float], assignment: Sequence[int],
+                    workers: int) -> float | None:
+    """MLDC of an assignment under the given partition loads (used for MLDC_new as well)."""
+    return mldc(worker_loads(partition_loads, assignment, workers))

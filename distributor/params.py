@@ -1,0 +1,51 @@
+"""The Dynamic Distributor's parameters (the paper's Table 1) plus metric and mode.
+
+The period D is not here: the engine counts periods, and only the loop that calls
+``Engine.end_period`` every D seconds needs to know how long one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+METRICS = ("LB", "DB")
+MODES = ("dynamic", "observe")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Table 1 defaults; ``metric`` LB = processing time, DB = item counts."""
+
+    metric: str = "LB"
+    mode: str = "dynamic"
+    threshold: float = 0.5
+    min_items: int = 1000
+    wait_periods: int = 3
+    min_improvement: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        for name in ("threshold", "min_improvement"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    0 <= value < float("inf")):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("min_items", "wait_periods"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Params:
+        """Params from the ``[distributor]`` table as the config resolves it.
+
+        Keys that are not parameters of the engine (``period``, ``policy``) are left to the
+        caller; missing keys take the Table 1 defaults.
+        """
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in settings.items() if k in names})
