@@ -20,6 +20,7 @@ from typing import Any
 import config
 from geops.geojson import GeoJSONError
 from geops.model import Relation
+from geops.partitioning import PARTITIONERS
 from geops.workload import (
     LAYERS,
     DataError,
@@ -40,7 +41,6 @@ from geops.workload.generate import (
     DEFAULT_SUBSCRIPTIONS,
 )
 from geops.workload.output import FILES
-from geops.workload.skew import PARTITIONERS
 from geops.workload.world import DEFAULT_SIZES
 
 # Flag of each API parameter, for error messages.

@@ -21,9 +21,8 @@ import numpy as np
 import shapely
 
 from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
+from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner
 from geops.workload.skew import (
-    PARTITIONERS,
-    Partitioner,
     SkewSpec,
     hot_mask,
     item_counts,
@@ -44,6 +43,7 @@ DEFAULT_POINT_SHARE = 0.4
 DEFAULT_START_TIME_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 DEFAULT_INTERVAL_MS = 1
 SKEW_TOLERANCE = 0.005
+_ROUNDS = 6  # rounds of per-kind target adjustment before steering all kinds together
 _MIN_POOL = 20_000
 
 
@@ -101,7 +101,7 @@ class Workload:
     publication_layers: np.ndarray
     world: World
     skew: SkewReport | None = None
-    partitioner: Partitioner | None = field(default=None, repr=False)
+    partitioner: SpatialPartitioner | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """Counts per layer and relation, and the skew, for ``workload.json``."""
@@ -235,8 +235,6 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                                               np.random.default_rng([seed, 1]), relation)
     partitioner = None
     if skew is not None:
-        from geops.partitioning import build_partitioner
-
         if log:
             log(f"building the {skew.partitioner} partitioner ({skew.partitions} partitions)")
         partitioner = build_partitioner(skew.partitioner, subs, skew.partitions, sample_seed=0)
@@ -253,16 +251,15 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
             raise ParameterError(layer, "has no polygon covering any accident location")
 
     report = None
-    if partitioner is None:
-        chosen = np.empty(publications, dtype=np.int64)
-        for kind in PUBLICATION_KINDS:
-            rows = np.flatnonzero(kinds == kind)
-            usable = (np.arange(len(pool)) if kind == "point"
-                      else np.flatnonzero(cells[kind] >= 0))
-            chosen[rows] = usable[rng.integers(0, len(usable), size=len(rows))]
+    if partitioner is not None:
+        assignment = initial_assignment(partitioner.num_partitions, skew.workers)
+        report = SkewReport(skew, partitioner.num_partitions, assignment,
+                            hot_partitions(assignment, skew.hot_workers))
+    if report is None or skew.target is None or publications == 0:
+        chosen = _follow_population(kinds, cells, len(pool), rng)
     else:
-        chosen, report = _skewed(partitioner, skew, world, pool, cells, kinds, rng,
-                                 skew_tolerance, log)
+        chosen = _steer(report, partitioner, world, pool, cells, kinds, rng, skew_tolerance,
+                        log)
 
     geoms = np.empty(publications, dtype=object)
     is_point = kinds == "point"
@@ -278,12 +275,24 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner)
 
 
-def _skewed(partitioner: Partitioner, spec: SkewSpec, world: World, pool: np.ndarray,
-            cells: dict[str, np.ndarray], kinds: np.ndarray, rng: np.random.Generator,
-            tolerance: float, log: Log | None) -> tuple[np.ndarray, SkewReport]:
-    """Pool index per publication, steered to ``spec.target`` when set, and the skew report."""
-    assignment = initial_assignment(partitioner.num_partitions, spec.workers)
-    hot = hot_mask(assignment, spec.hot_workers)
+def _follow_population(kinds: np.ndarray, cells: dict[str, np.ndarray], pool_size: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """Pool index per publication, uniform over the locations usable for its kind."""
+    chosen = np.empty(len(kinds), dtype=np.int64)
+    for kind in PUBLICATION_KINDS:
+        rows = np.flatnonzero(kinds == kind)
+        usable = np.arange(pool_size) if kind == "point" else np.flatnonzero(cells[kind] >= 0)
+        chosen[rows] = usable[rng.integers(0, len(usable), size=len(rows))]
+    return chosen
+
+
+def _steer(report: SkewReport, partitioner: SpatialPartitioner, world: World, pool: np.ndarray,
+           cells: dict[str, np.ndarray], kinds: np.ndarray, rng: np.random.Generator,
+           tolerance: float, log: Log | None) -> np.ndarray:
+    """Pool index per publication such that the hot share of items is ``report.spec.target``;
+    records the reachable range in ``report``."""
+    spec = report.spec
+    hot = hot_mask(report.assignment, spec.hot_workers)
     # Hot items and items of every pool location, per publication kind.
     h: dict[str, np.ndarray] = {}
     n: dict[str, np.ndarray] = {}
@@ -294,16 +303,6 @@ def _skewed(partitioner: Partitioner, spec: SkewSpec, world: World, pool: np.nda
         h[layer] = np.where(located, ch[cells[layer]], 0)
         n[layer] = np.where(located, cn[cells[layer]], 0)
     counts = [int(np.count_nonzero(kinds == k)) for k in PUBLICATION_KINDS]
-    report = SkewReport(spec, partitioner.num_partitions, assignment,
-                        hot_partitions(assignment, spec.hot_workers))
-    chosen = np.empty(len(kinds), dtype=np.int64)
-    if spec.target is None or len(kinds) == 0:
-        for kind in PUBLICATION_KINDS:
-            rows = np.flatnonzero(kinds == kind)
-            usable = np.flatnonzero(n[kind] > 0)
-            chosen[rows] = usable[rng.integers(0, len(usable), size=len(rows))]
-        return chosen, report
-
     target = spec.target
     lo, hi = reachable([h[k] for k in PUBLICATION_KINDS], [n[k] for k in PUBLICATION_KINDS],
                        counts)
@@ -317,24 +316,76 @@ def _skewed(partitioner: Partitioner, spec: SkewSpec, world: World, pool: np.nda
     if log:
         log(f"steering the hot share of stream items to {target} (reachable "
             f"[{lo:.3f}, {hi:.3f}])")
-    for extreme in (False, True):  # near the reachable limits only the extremes get there
-        up = np.empty(len(kinds), dtype=np.int64)
-        down = np.empty(len(kinds), dtype=np.int64)
-        hu, nu, hd, nd = (np.empty(len(kinds), dtype=np.int64) for _ in range(4))
-        for kind in PUBLICATION_KINDS:
-            rows = np.flatnonzero(kinds == kind)
-            if not len(rows):
-                continue
-            raise_, lower = sides(h[kind], n[kind], target, extreme)
-            up[rows] = raise_[rng.integers(0, len(raise_), size=len(rows))]
-            down[rows] = lower[rng.integers(0, len(lower), size=len(rows))]
-            hu[rows], nu[rows] = h[kind][up[rows]], n[kind][up[rows]]
-            hd[rows], nd[rows] = h[kind][down[rows]], n[kind][down[rows]]
-        take_up = steer(target, hu, nu, hd, nd)
-        chosen = np.where(take_up, up, down)
-        got = (np.where(take_up, hu, hd).sum()) / np.where(take_up, nu, nd).sum()
+    # First every kind aims at the target itself (so points, areas, districts and sectors are
+    # all skewed alike); kinds that cannot get there stop at their limit and the others share
+    # the difference. Near the overall limits only the global greedy over all kinds gets there.
+    present = [k for k, c in zip(PUBLICATION_KINDS, counts, strict=True) if c]
+    span = {k: _ratio_range(h[k], n[k]) for k in present}
+    targets = {k: float(np.clip(target, *span[k])) for k in present}
+    for _ in range(_ROUNDS):
+        chosen, hot_items, items = _steer_kinds(kinds, h, n, targets, rng)
+        got = sum(hot_items.values()) / sum(items.values())
         if abs(got - target) <= tolerance:
-            return chosen, report
+            return chosen
+        targets = _shared_targets(target, span, items)
+    for extreme in (False, True):
+        chosen, hot_items, items = _steer_kinds(kinds, h, n, dict.fromkeys(present, target),
+                                                rng, extreme, together=True)
+        got = sum(hot_items.values()) / sum(items.values())
+        if abs(got - target) <= tolerance:
+            return chosen
     raise ParameterError("skew", f"{target} could not be met within ±{tolerance} with "
                                  f"{len(kinds)} publications (got {got:.4f}); generate more "
                                  f"publications")
+
+
+def _ratio_range(hot_items: np.ndarray, items: np.ndarray) -> tuple[float, float]:
+    """Lowest and highest hot share of one candidate with items."""
+    usable = items > 0
+    ratio = hot_items[usable] / items[usable]
+    return float(ratio.min()), float(ratio.max())
+
+
+def _shared_targets(target: float, span: dict[str, tuple[float, float]],
+                    items: dict[str, int]) -> dict[str, float]:
+    """Per-kind targets ``clip(target + d, lo_k, hi_k)`` whose item-weighted mean is ``target``
+    (items per kind as last seen); ``d`` by bisection, the mean being monotone in it."""
+    def mean(d: float) -> float:
+        return sum(float(np.clip(target + d, *span[k])) * items[k] for k in span) / \
+            sum(items.values())
+
+    low, high = -1.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if mean(mid) < target else (low, mid)
+    return {k: float(np.clip(target + high, *span[k])) for k in span}
+
+
+def _steer_kinds(kinds: np.ndarray, h: dict[str, np.ndarray], n: dict[str, np.ndarray],
+                 targets: dict[str, float], rng: np.random.Generator, extreme: bool = False,
+                 together: bool = False) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
+    """Pool index per publication, steering each kind to its own target (or, ``together``,
+    all publications as one stream to the one target); hot items and items per kind."""
+    up, down = (np.empty(len(kinds), dtype=np.int64) for _ in range(2))
+    for kind, kind_target in targets.items():
+        rows = np.flatnonzero(kinds == kind)
+        raising, lowering = sides(h[kind], n[kind], kind_target, extreme)
+        up[rows] = raising[rng.integers(0, len(raising), size=len(rows))]
+        down[rows] = lowering[rng.integers(0, len(lowering), size=len(rows))]
+    hu, nu, hd, nd = (np.empty(len(kinds), dtype=np.int64) for _ in range(4))
+    for kind in targets:
+        rows = np.flatnonzero(kinds == kind)
+        hu[rows], nu[rows] = h[kind][up[rows]], n[kind][up[rows]]
+        hd[rows], nd[rows] = h[kind][down[rows]], n[kind][down[rows]]
+    take_up = np.empty(len(kinds), dtype=bool)
+    if together:
+        take_up[:] = steer(next(iter(targets.values())), hu, nu, hd, nd)
+    else:
+        for kind, kind_target in targets.items():
+            rows = np.flatnonzero(kinds == kind)
+            take_up[rows] = steer(kind_target, hu[rows], nu[rows], hd[rows], nd[rows])
+    chosen = np.where(take_up, up, down)
+    hot_items = np.where(take_up, hu, hd)
+    items = np.where(take_up, nu, nd)
+    return (chosen, {k: int(hot_items[kinds == k].sum()) for k in targets},
+            {k: int(items[kinds == k].sum()) for k in targets})

@@ -20,21 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
+from geops.partitioning import SpatialPartitioner
 from schemas.assignment import hot_partitions
-
-PARTITIONERS: tuple[str, ...] = ("kdbtree", "quadtree", "grid")
-
-
-class Partitioner(Protocol):
-    """What the generator needs of a ``geops.partitioning`` partitioner."""
-
-    num_partitions: int
-
-    def place(self, geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +48,7 @@ def hot_mask(assignment: Sequence[int], hot_workers: int) -> np.ndarray:
     return mask
 
 
-def measured_skew(partitioner: Partitioner, geoms: np.ndarray, assignment: Sequence[int],
+def measured_skew(partitioner: SpatialPartitioner, geoms: np.ndarray, assignment: Sequence[int],
                   hot_workers: int) -> float:
     """Fraction of the stream items of ``geoms`` that fall in the hot workers' partitions."""
     _, pid = partitioner.place(np.asarray(geoms, dtype=object))
@@ -67,7 +57,7 @@ def measured_skew(partitioner: Partitioner, geoms: np.ndarray, assignment: Seque
     return float(hot_mask(assignment, hot_workers)[pid].mean())
 
 
-def item_counts(partitioner: Partitioner, geoms: np.ndarray,
+def item_counts(partitioner: SpatialPartitioner, geoms: np.ndarray,
                 hot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(hot items, items) per geometry under ``partitioner.place``."""
     gi, pid = partitioner.place(np.asarray(geoms, dtype=object))
