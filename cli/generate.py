@@ -219,6 +219,8 @@ def _generate(args: argparse.Namespace) -> int:
             start_time_ms=start, interval_ms=args.interval_ms, log=log)
     except ParameterError as exc:
         raise CommandError(exc.render(_flag), EXIT_USAGE) from None
+    except DataError as exc:
+        raise CommandError(str(exc)) from None
 
     record = {
         "generator": "geops generate",

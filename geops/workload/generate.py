@@ -7,13 +7,22 @@ fixed relation; ids 0..N-1.
 Publications: a share ``point_share`` of accident locations (points) and the rest, in ratio
 1:2:3, the area, district or sector polygon that covers an accident location (exact shares,
 shuffled); ids 0..M-1, event time ``start_time_ms + i * interval_ms``. Accident locations come
-from a pool of ``max(2·M, 20,000)`` draws from the world's population, so an unskewed stream
-follows the population density; a skewed one draws from the hot or cold part of the same pool
-(see ``geops.workload.skew``).
+from a pool of ``max(2·M, 20,000)`` draws from the world's population (with replacement), so an
+unskewed stream follows the population density.
+
+Skew (``SkewSpec``): the partitioner is the app's, built from these subscriptions, and the hot
+partitions are those ``initial_assignment`` gives to workers 0..H-1. A skewed stream draws each
+publication's location from the hot or the cold part of the same pool (see
+``geops.workload.skew``), steering **each kind separately** to S, so points, areas, districts and
+sectors are all skewed alike and the processing-time skew follows the item skew. A kind that
+cannot reach S (e.g. areas that all span hot and cold cells) stops at its limit and the other
+kinds share the shortfall; near the overall limits a single greedy over all publications takes
+over. An S outside the reachable range is refused with that range.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +31,7 @@ import shapely
 
 from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
 from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner
+from geops.workload.realdata import DataError
 from geops.workload.skew import (
     SkewSpec,
     hot_mask,
@@ -59,14 +69,12 @@ class ParameterError(ValueError):
         self.text = text
         super().__init__(self.render(lambda name: name))
 
-    def render(self, style: Any) -> str:
-        names = {p: style(p) for p in _PARAMETERS}
-        return f"{style(self.param)} {self.text.format_map(names)}"
+    def render(self, style: Callable[[str], str]) -> str:
+        class Names(dict):
+            def __missing__(self, name: str) -> str:
+                return style(name)
 
-
-_PARAMETERS = ("seed", "subscriptions", "publications", "point_share", "relation", "skew",
-               "hot_workers", "workers", "partitions", "partitioner", "interval_ms",
-               "start_time_ms", "points_csv", "area", "district", "sector")
+        return f"{style(self.param)} {self.text.format_map(Names())}"
 
 
 @dataclass
@@ -248,7 +256,9 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     cells = locate(world, pool)
     for layer in LAYERS:
         if np.any(kinds == layer) and not np.any(cells[layer] >= 0):
-            raise ParameterError(layer, "has no polygon covering any accident location")
+            raise DataError(f"no {layer} polygon ({world.sources.get(layer, 'given')}) covers "
+                            f"any accident location ({world.sources.get('points', 'given')}); "
+                            f"the layers and the points must cover the same region")
 
     report = None
     if partitioner is not None:

@@ -14,6 +14,7 @@ over N. Where a kind has no candidate on one side (say every area spans hot and 
 S is near 1) the candidate with the smallest shortfall h - S·n stands in. ``reachable`` gives the
 exact range of hot shares the candidates allow for the publication mix (Dinkelbach's method on
 the ratio of sums), so an impossible S is refused with that range instead of being missed.
+How the generator combines these per kind is described in ``geops.workload.generate``.
 """
 
 from __future__ import annotations

@@ -154,3 +154,11 @@ def test_a_bad_csv_is_a_failure_not_a_traceback(tmp_path, capsys):
     assert main(["generate", "--out", str(tmp_path / "o"), *SMALL,
                  "--points-csv", str(csv)]) == 1
     assert "must name lon and lat columns" in capsys.readouterr().err
+
+
+def test_points_far_from_every_polygon_are_a_clear_failure(tmp_path, capsys):
+    csv = tmp_path / "p.csv"
+    csv.write_text("lon,lat\n100.5,0.5\n")
+    assert main(["generate", "--out", str(tmp_path / "o"), *SMALL,
+                 "--points-csv", str(csv)]) == 1
+    assert "no area polygon (synthetic) covers any accident location" in capsys.readouterr().err

@@ -11,7 +11,6 @@ import shapely
 from geops.geojson import GeoJSONError
 from geops.workload import (
     DataError,
-    ParameterError,
     generate_workload,
     read_points_csv,
     read_polygons_geojson,
@@ -156,7 +155,8 @@ def test_real_points_and_layers_drive_the_workload(tmp_path):
 def test_a_layer_no_accident_falls_in_is_refused():
     far = shapely.box(100, 0, 101, 1)
     world = with_real_data(synthetic_world(0, 3, 10, 30), layers={"district": np.array([far])})
-    with pytest.raises(ParameterError, match=r"^district has no polygon covering any accident"):
+    with pytest.raises(DataError, match=r"no district polygon \(data\) covers any accident "
+                                        r"location \(synthetic\)"):
         generate_workload(seed=0, subscriptions=10, publications=100, world=world)
 
 
