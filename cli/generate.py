@@ -52,11 +52,14 @@ SHOWN_BAD_ROWS = 10
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "generate", help="generate a GeoPS-like workload (GeoJSON + Avro files)",
-        description="Generate subscriptions (20%% areas, 30%% districts, 50%% sectors) and "
+        description="Generate subscriptions (20% areas, 30% districts, 50% sectors) and "
                     "publications (points and, 1:2:3, area/district/sector polygons covering "
                     "accident locations) on a synthetic country or on real data, optionally "
                     "skewed so a fraction of the stream items falls in the partitions of the "
-                    "first --hot-workers of --workers workers.")
+                    "first --hot-workers of --workers workers.",
+        epilog="Writes DIR/subscriptions.geojson, DIR/publications.geojson, the Avro container "
+               "files DIR/subscriptions.avro and DIR/publications.avro, and DIR/workload.json. "
+               "Exit code 3 when input rows or features were skipped.")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--subscriptions", type=int, default=DEFAULT_SUBSCRIPTIONS, metavar="N",

@@ -64,16 +64,18 @@ def write_workload(out: str | os.PathLike[str], workload: Workload, record: dict
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if log:
-        log(f"writing {len(workload.subscriptions):,} subscriptions and "
-            f"{len(workload.publications):,} publications to {out}")
-    write_subscriptions(out / "subscriptions.geojson", workload.subscriptions,
+    def step(name: str) -> Path:
+        if log:
+            log(f"writing {out / name}")
+        return out / name
+
+    write_subscriptions(step("subscriptions.geojson"), workload.subscriptions,
                         {"layer": workload.subscription_layers})
-    write_publications(out / "publications.geojson", workload.publications,
+    write_publications(step("publications.geojson"), workload.publications,
                        {"layer": workload.publication_layers})
-    write_avro(out / "subscriptions.avro", "Subscription",
+    write_avro(step("subscriptions.avro"), "Subscription",
                subscription_records(workload.subscriptions))
-    write_avro(out / "publications.avro", "Publication",
+    write_avro(step("publications.avro"), "Publication",
                publication_records(workload.publications))
     doc = {**record, **workload.summary()}
     with open(out / "workload.json", "w", encoding="utf-8") as fh:
