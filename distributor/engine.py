@@ -1,0 +1,318 @@
+"""The Dynamic Distributor as a state machine with no I/O (Algorithm 1 of the paper).
+
+A Kafka loop (or a trace replay) drives it::
+
+    engine = Engine(Params(), make_policy("greedy"))
+    engine.restore(cmd["epoch"], cmd["assignment"])    # latest command on `control`, if any
+    ... for each metrics record: engine.observe_batch(r) / engine.observe_load(r)
+    ... every D seconds: result = engine.end_period(now_ms)
+        produce result.status to the status topic, result.command (if any) to `control`
+
+Epochs. The engine judges only the loads of the assignment epoch in force; records of older
+epochs are counted and ignored. After it commands epoch e+1 it waits (decision ``waiting``)
+until the app reports e+1. If the app reports an epoch newer than the engine's (another
+distributor, or a restart that could not read the control topic), the engine adopts it and
+learns that epoch's assignment from the ``worker`` of the records. The next command's epoch is
+always one more than the highest epoch seen, so an epoch is never reused. A restore, an adoption
+and a command all start the N-period cool-down.
+
+Input never raises: ``observe_*`` return None when a record was used, else a reason starting
+with one of the ``REJECT_*`` kinds, also counted in ``counters``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distributor.detection import Verdict, judge
+from distributor.loads import EpochLoads
+from distributor.mldc import assignment_mldc, mldc, worker_loads
+from distributor.params import Params
+from distributor.policies import Policy, make_policy
+from distributor.validate import batch_problem, load_problem
+from schemas.assignment import assignment_problem, initial_assignment, moves_between
+
+REJECT_MALFORMED = "malformed"          # missing field or wrong type: a producer bug
+REJECT_FOREIGN = "foreign app"          # another app_id than the one this engine balances
+REJECT_UNKNOWN_SHAPE = "unknown shape"  # P and W not known yet (no BatchSummary seen)
+REJECT_OUT_OF_RANGE = "out of range"    # partition or worker id outside 0..P-1 / 0..W-1
+REJECT_SHAPE_MISMATCH = "shape mismatch"  # BatchSummary with another P or W
+REJECT_STALE = "stale epoch"            # measured under an older assignment: expected
+REJECT_DUPLICATE = "duplicate"          # the same (batch, partition, worker) again
+REJECT_INVALID = "invalid restore"      # restore() with an unusable epoch or assignment
+
+
+@dataclass(frozen=True)
+class PeriodResult:
+    """What one period produced: a DistributorStatus and maybe a RebalanceCommand (dicts)."""
+
+    status: dict[str, Any]
+    command: dict[str, Any] | None = None
+
+
+class Engine:
+    """Monitoring, detection and redistribution for one app's static partitions."""
+
+    def __init__(self, params: Params | None = None, policy: Policy | None = None, *,
+                 partitions: int | None = None, workers: int | None = None, app_id: str = ""):
+        self.params = params or Params()
+        self.policy = policy or make_policy("greedy")
+        self.app_id = app_id
+        self.partitions: int | None = None
+        self.workers: int | None = None
+        self.counters: dict[str, int] = {}
+        self._epoch = 0
+        self._assignment: list[int] | None = None
+        self._awaiting = False        # commanded or restored an epoch the app has not reported
+        self._changed_at: int | None = None  # period of the last assignment change
+        self._period = 0              # the period now open; end_period closes it
+        self._total_items = 0
+        self._loads: EpochLoads | None = None
+        self._costs: list[float] = []
+        if partitions is not None or workers is not None:
+            if partitions is None or workers is None or partitions < 1 or workers < 1:
+                raise ValueError(f"give both partitions and workers (>= 1), got "
+                                 f"P={partitions}, W={workers}")
+            self._set_shape(partitions, workers)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], **kwargs: Any) -> Engine:
+        """An engine from the ``[distributor]`` config table (Table 1, metric, mode, policy)."""
+        return cls(Params.from_settings(settings), make_policy(settings.get("policy", "greedy")),
+                   **kwargs)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch in force (or commanded and awaited); the next command gets epoch + 1."""
+        return self._epoch
+
+    @property
+    def assignment(self) -> list[int] | None:
+        """The assignment of ``epoch``; None while it is unknown (being learnt)."""
+        known = self._known_assignment()
+        return None if known is None else list(known)
+
+    @property
+    def awaiting(self) -> bool:
+        """True while the engine waits for the app to report ``epoch``."""
+        return self._awaiting
+
+    # -- input --------------------------------------------------------------------------------
+
+    def restore(self, epoch: Any, assignment: Sequence[int] | None = None) -> str | None:
+        """Resume from the latest command (epoch and assignment) or from an epoch alone.
+
+        Returns None when restored, else why not; never moves the epoch backwards.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            return self._reject(REJECT_INVALID, f"epoch {epoch!r} is not an integer >= 0")
+        if epoch < self._epoch:
+            return self._reject(REJECT_INVALID, f"epoch {epoch} is older than {self._epoch}")
+        values = None
+        if assignment is not None:
+            values = list(assignment) if isinstance(assignment, list | tuple) else []
+            if not values or any(isinstance(w, bool) or not isinstance(w, int) for w in values):
+                return self._reject(REJECT_INVALID, "assignment must be a non-empty list of "
+                                    "worker ids")
+            problem = assignment_problem(values, self.partitions or len(values),
+                                         self.workers or max(values) + 1)
+            if problem:
+                return self._reject(REJECT_INVALID, problem)
+            if self.partitions is None:
+                self.partitions = len(values)
+        self._change_epoch(epoch, values)
+        self._awaiting = True
+        return None
+
+    def observe_batch(self, summary: Any) -> str | None:
+        """Learn P and W and the app's epoch from a BatchSummary record."""
+        problem = batch_problem(summary)
+        if problem:
+            return self._reject(REJECT_MALFORMED, f"BatchSummary: {problem}")
+        if self.app_id and summary["app_id"] != self.app_id:
+            return self._reject(REJECT_FOREIGN, f"app {summary['app_id']!r}")
+        shape = (summary["partitions"], summary["workers"])
+        if self.workers is not None and shape != (self.partitions, self.workers):
+            return self._reject(REJECT_SHAPE_MISMATCH, f"app reports P={shape[0]}, W={shape[1]};"
+                                f" balancing P={self.partitions}, W={self.workers}")
+        if self.workers is None:
+            self._set_shape(*shape)   # drops a restored assignment that does not fit
+        if self._see_epoch(summary["epoch"]):
+            return self._reject(REJECT_STALE, f"batch of epoch {summary['epoch']}, "
+                                f"in force {self._epoch}")
+        self._count("batches")
+        return None
+
+    def observe_load(self, record: Any) -> str | None:
+        """Count one PartitionLoad record towards the current period, or say why not."""
+        problem = load_problem(record)
+        if problem:
+            return self._reject(REJECT_MALFORMED, f"PartitionLoad: {problem}")
+        if self.app_id and record["app_id"] != self.app_id:
+            return self._reject(REJECT_FOREIGN, f"app {record['app_id']!r}")
+        if self._loads is None or self.partitions is None or self.workers is None:
+            return self._reject(REJECT_UNKNOWN_SHAPE, "no BatchSummary yet: P and W unknown")
+        p, w = record["partition"], record["worker"]
+        if not 0 <= p < self.partitions:
+            return self._reject(REJECT_OUT_OF_RANGE,
+                                f"partition {p} outside 0..{self.partitions - 1}")
+        if not 0 <= w < self.workers:
+            return self._reject(REJECT_OUT_OF_RANGE, f"worker {w} outside 0..{self.workers - 1}")
+        if self._see_epoch(record["epoch"]):
+            return self._reject(REJECT_STALE, f"load of epoch {record['epoch']}, "
+                                f"in force {self._epoch}")
+        if not self._loads.add(record["batch_id"], p, w, record["items"],
+                               record["processing_ns"]):
+            return self._reject(REJECT_DUPLICATE, f"batch {record['batch_id']} partition {p} "
+                                f"worker {w} seen before")
+        self._costs[p] = max(self._costs[p], float(record.get("static_bytes", 0)))
+        if self._assignment is not None and self._assignment[p] != w:
+            self._count("location mismatch")
+        self._total_items += record["items"]
+        self._count("loads")
+        return None
+
+    # -- the period ---------------------------------------------------------------------------
+
+    def end_period(self, now_ms: int) -> PeriodResult:
+        """Close the current period: judge its loads and maybe command a redistribution."""
+        result = self._close(now_ms, self._period)
+        self._period += 1
+        return result
+
+    def _close(self, now_ms: int, period: int) -> PeriodResult:
+        loads = self._loads
+        if loads is None or self.workers is None:
+            status = self._status(now_ms, period, [], 0, None, None,
+                                  judge(self.params, None, None, 0, self._since(period)),
+                                  "waiting", "no BatchSummary yet: P and W unknown")
+            return PeriodResult(status)
+        assignment = self._known_assignment()
+        partition_loads = loads.loads(self.params.metric)
+        locations = assignment or [loads.locations.get(p, 0) for p in range(len(partition_loads))]
+        per_worker = worker_loads(partition_loads, locations, self.workers)
+        current = mldc(per_worker)
+        proposal = predicted = None
+        if current is not None and assignment is not None and not self._awaiting:
+            proposal = self.policy.propose(partition_loads, assignment, self.workers, self._costs)
+            predicted = assignment_mldc(partition_loads, proposal, self.workers)
+        verdict = judge(self.params, current, predicted, loads.epoch_items, self._since(period))
+        if self._awaiting:
+            decision = "waiting"
+            reason = (f"waiting for the app to report epoch {self._epoch} "
+                      f"({self._since(period)} period(s) so far)")
+        elif assignment is None:
+            decision = "none"
+            reason = (f"assignment of epoch {self._epoch} not fully known yet "
+                      f"({len(loads.locations)} of {self.partitions} partitions seen); "
+                      f"{verdict.reason}")
+        elif verdict.rebalance:
+            decision = "observe" if self.params.mode == "observe" else "rebalance"
+            reason = f"all conditions held: {verdict.reason}"
+        else:
+            decision, reason = "none", verdict.reason
+        status = self._status(now_ms, period, per_worker, loads.period_items, current,
+                              predicted, verdict, decision, reason)
+        command = None
+        if decision == "rebalance":
+            assert assignment is not None and proposal is not None and current is not None
+            assert predicted is not None
+            command = self._command(now_ms, assignment, proposal, current, predicted)
+            self._change_epoch(self._epoch + 1, proposal)
+            self._awaiting = True
+        else:
+            loads.next_period()
+        return PeriodResult(status, command)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _reject(self, kind: str, detail: str) -> str:
+        self._count(kind)
+        return f"{kind}: {detail}"
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def _set_shape(self, partitions: int, workers: int) -> None:
+        self.partitions, self.workers = partitions, workers
+        self._loads = EpochLoads(partitions)
+        self._costs = [0.0] * partitions
+        if self._assignment is not None and assignment_problem(self._assignment, partitions,
+                                                               workers):
+            self._assignment = None   # the app cannot run it either; learn what it runs
+            self._count("restored assignment dropped")
+        if self._assignment is None and self._epoch == 0:
+            self._assignment = initial_assignment(partitions, workers)
+
+    def _change_epoch(self, epoch: int, assignment: list[int] | None) -> None:
+        """Make ``epoch`` the one in force; start over the loads and the cool-down."""
+        self._epoch = epoch
+        self._assignment = assignment
+        if assignment is None and epoch == 0 and self.workers is not None:
+            assert self.partitions is not None
+            self._assignment = initial_assignment(self.partitions, self.workers)
+        if self._loads is not None:
+            self._loads.reset()
+        self._awaiting = False
+        self._changed_at = self._period
+
+    def _see_epoch(self, epoch: int) -> bool:
+        """Track the epoch the app reports; True when the record is of an older epoch."""
+        if epoch > self._epoch:
+            self._count("adopted epochs")
+            self._change_epoch(epoch, None)
+        elif epoch == self._epoch:
+            self._awaiting = False
+        return epoch < self._epoch
+
+    def _known_assignment(self) -> list[int] | None:
+        """The assignment in force, completing a learnt one once every partition reported."""
+        if self._assignment is None and self._loads is not None and (
+                len(self._loads.locations) == self.partitions):
+            self._assignment = [self._loads.locations[p] for p in range(self.partitions)]
+        return self._assignment
+
+    def _since(self, period: int) -> int | None:
+        return None if self._changed_at is None else period - self._changed_at
+
+    def _status(self, now_ms: int, period: int, per_worker: list[float], items: int,
+                current: float | None, predicted: float | None, verdict: Verdict, decision: str,
+                reason: str) -> dict[str, Any]:
+        return {
+            "time": now_ms,
+            "period": period,
+            "epoch": self._epoch,
+            "metric": self.params.metric,
+            "mode": self.params.mode,
+            "worker_loads": per_worker,
+            "items": items,
+            "total_items": self._total_items,
+            "mldc": current,
+            "mldc_predicted": predicted,
+            "threshold": float(self.params.threshold),
+            "over_threshold": verdict.over_threshold,
+            "enough_items": verdict.enough_items,
+            "cooled_down": verdict.cooled_down,
+            "improves_enough": verdict.improves_enough,
+            "decision": decision,
+            "reason": reason,
+        }
+
+    def _command(self, now_ms: int, old: list[int], new: list[int], before: float,
+                 predicted: float) -> dict[str, Any]:
+        moves = moves_between(old, new)
+        return {
+            "epoch": self._epoch + 1,
+            "assignment": list(new),
+            "moves": [{"partition": p, "from_worker": a, "to_worker": b} for p, a, b in moves],
+            "mldc_before": before,
+            "mldc_predicted": predicted,
+            "metric": self.params.metric,
+            "reason": (f"MLDC {before:.3f} > threshold {self.params.threshold}; predicted "
+                       f"{predicted:.3f} after {len(moves)} move(s) by policy "
+                       f"{self.policy.name}"),
+            "time": now_ms,
+            "app_id": self.app_id,
+        }
