@@ -10,7 +10,16 @@ import argparse
 import importlib
 import sys
 
+from cli.common import (  # re-exported: subcommands may import them from here
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REJECTED,
+    EXIT_USAGE,
+    CommandError,
+)
 from config import ConfigError
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REJECTED", "EXIT_USAGE", "CommandError", "main"]
 
 # Order is the order of `geops --help`.
 COMMANDS = (
@@ -20,20 +29,6 @@ COMMANDS = (
     "cli.tail",
     "cli.generate",
 )
-
-EXIT_OK = 0
-EXIT_FAILED = 1      # the work failed (broker unreachable, app crashed, ...)
-EXIT_USAGE = 2       # bad command line or configuration
-EXIT_REJECTED = 3    # the work was done but some input records were rejected
-
-
-class CommandError(Exception):
-    """An expected failure with a message for the user (no traceback)."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED):
-        super().__init__(message)
-        self.code = code
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

@@ -105,9 +105,14 @@ def geometry_problems(geoms: np.ndarray) -> list[str | None]:
     finite = np.ones(len(geoms), bool)
     if usable.any():
         idx = np.flatnonzero(usable)
-        coords, owner = shapely.get_coordinates(geoms[idx], include_z=True, return_index=True)
-        bad = ~np.isfinite(coords).all(axis=1) if len(coords) else np.zeros(0, bool)
-        finite[idx[np.unique(owner[bad])]] = False
+        # x/y of every geometry; z only where a geometry has one (2-D ones report NaN z).
+        for sel in (idx, idx[shapely.has_z(geoms[idx])]):
+            if not len(sel):
+                continue
+            coords, owner = shapely.get_coordinates(geoms[sel], include_z=sel is not idx,
+                                                    return_index=True)
+            bad = ~np.isfinite(coords).all(axis=1)
+            finite[sel[np.unique(owner[bad])]] = False
     valid = np.ones(len(geoms), bool)
     check = usable & finite
     valid[check] = shapely.is_valid(geoms[check])

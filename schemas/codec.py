@@ -31,13 +31,13 @@ class DecodeError(ValueError):
     """Bytes that are not a geops single-object record; the message says why."""
 
 
-def _strip_logical(node: Any) -> Any:
+def strip_logical(node: Any) -> Any:
     """The schema without logicalType annotations, so timestamps stay plain ints in Python."""
     if isinstance(node, dict):
-        out = {k: _strip_logical(v) for k, v in node.items() if k != "logicalType"}
+        out = {k: strip_logical(v) for k, v in node.items() if k != "logicalType"}
         return out["type"] if set(out) == {"type"} and isinstance(out["type"], str) else out
     if isinstance(node, list):
-        return [_strip_logical(v) for v in node]
+        return [strip_logical(v) for v in node]
     return node
 
 
@@ -53,7 +53,7 @@ class SchemaVersion:
 
 
 def _load(name: str, version: int, source: dict[str, Any]) -> SchemaVersion:
-    parsed = fastavro.parse_schema(_strip_logical(source), _write_hint=False)
+    parsed = fastavro.parse_schema(strip_logical(source), _write_hint=False)
     canonical = to_parsing_canonical_form(fastavro.parse_schema(source, _write_hint=False))
     fp = bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))  # fastavro gives it little-endian
     return SchemaVersion(name, version, source, parsed, fp)

@@ -1,0 +1,65 @@
+"""`geops broker start|stop|status`: the embedded Tansu broker of a state directory."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import config
+from cli.common import CommandError, settings
+from kafkaio import broker
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("broker", help="start, stop or inspect the embedded Kafka broker",
+                            description="Manage the embedded Kafka-compatible broker (Tansu, "
+                                        "memory storage: a restart loses every topic).")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    start = actions.add_parser("start", help="start the broker in the background and wait "
+                                             "until it accepts connections")
+    config.add_arguments(start, ["broker", "state"])
+    start.set_defaults(func=_start)
+    stop = actions.add_parser("stop", help="stop the broker of the state directory")
+    config.add_arguments(stop, ["state"])
+    stop.set_defaults(func=_stop)
+    status = actions.add_parser("status", help="tell whether the broker runs and where "
+                                               "(exit code 1 when it does not)")
+    config.add_arguments(status, ["state"])
+    status.set_defaults(func=_status)
+
+
+def _start(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    try:
+        info, started = broker.start(cfg.state_dir(), cfg["broker.port"])
+    except broker.BrokerError as exc:
+        raise CommandError(str(exc)) from None
+    if started:
+        print(f"broker started (pid {info.pid}, log {info.log})")
+    else:
+        print(f"broker already running (pid {info.pid}, log {info.log})")
+        if info.port != cfg["broker.port"] and cfg["broker.port"] != 0:
+            print(f"note: it listens on port {info.port}, not {cfg['broker.port']}; "
+                  f"stop it first to change the port")
+    print(f"bootstrap servers: {info.address}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    info = broker.stop(cfg.state_dir())
+    print(f"broker stopped (pid {info.pid})" if info else "no broker running")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    info = broker.status(cfg.state_dir())
+    if info is None:
+        print(f"no broker running (state directory {cfg.state_dir()})")
+        return 1
+    up = time.time() - info.started_at
+    print(f"running: pid {info.pid}, bootstrap servers {info.address}, up {up:.0f} s, "
+          f"log {info.log}")
+    return 0

@@ -1,0 +1,41 @@
+"""Helpers shared by the subcommands: configuration from flags, errors, logical topic names."""
+
+from __future__ import annotations
+
+import argparse
+
+import config
+from config import TOPICS, Config
+from kafkaio.clients import KafkaUnavailable, check_reachable
+
+EXIT_OK = 0
+EXIT_FAILED = 1      # the work failed (broker unreachable, app crashed, ...)
+EXIT_USAGE = 2       # bad command line or configuration
+EXIT_REJECTED = 3    # the work was done but some input records were rejected
+
+
+class CommandError(Exception):
+    """An expected failure with a message for the user (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED):
+        super().__init__(message)
+        self.code = code
+
+
+def settings(args: argparse.Namespace) -> Config:
+    """The resolved configuration of a subcommand (defaults < file < env < flags)."""
+    return config.from_args(args)
+
+
+def reachable(cfg: Config) -> None:
+    """Fail fast with a helpful message when Kafka cannot be reached."""
+    try:
+        check_reachable(cfg, timeout=10.0)
+    except KafkaUnavailable as exc:
+        raise CommandError(str(exc)) from None
+
+
+def topic_name(cfg: Config, given: str) -> str:
+    """A logical topic ('control', 'dead-letter') maps to its configured name; others as given."""
+    logical = given.replace("-", "_")
+    return cfg.topic(logical) if logical in TOPICS else given

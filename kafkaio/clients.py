@@ -1,0 +1,100 @@
+"""Producers, consumers and admin clients built from the geops configuration.
+
+Every client gets the configured bootstrap servers plus every librdkafka property of
+``kafka.client`` (security.protocol, sasl.*, ssl.*, ...), so a secured cluster works everywhere.
+Misconfiguration and an unreachable cluster become ``KafkaUnavailable``/``ConfigError`` with a
+message that says what to do, never a librdkafka traceback.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from config import Config, ConfigError
+
+
+class KafkaUnavailable(RuntimeError):
+    """The Kafka cluster could not be reached or refused the request."""
+
+
+def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Shared settings, then per-client defaults/overrides (``extra`` wins)."""
+    conf: dict[str, Any] = dict(base)
+    conf.update(extra or {})
+    return conf
+
+
+def _make(kind: type, conf: dict[str, Any]) -> Any:
+    try:
+        return kind(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ConfigError(f"invalid Kafka client setting: {exc}") from None
+
+
+def producer(cfg: Config | Mapping[str, str], **extra: Any) -> Producer:
+    """A producer that batches briefly and retries; delivery failures are reported by callers."""
+    defaults = {"linger.ms": 5, "compression.type": "none", "enable.idempotence": True}
+    defaults.update(extra)
+    return _make(Producer, client_conf(_base(cfg), defaults))
+
+
+def consumer(
+    cfg: Config | Mapping[str, str], group_id: str | None = None, **extra: Any
+) -> Consumer:
+    """A manually assigned consumer: no offset commits (geops keeps its own positions)."""
+    defaults: dict[str, Any] = {
+        "group.id": group_id or f"geops-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+    }
+    defaults.update(extra)
+    return _make(Consumer, client_conf(_base(cfg), defaults))
+
+
+def admin(cfg: Config | Mapping[str, str]) -> AdminClient:
+    return _make(AdminClient, client_conf(_base(cfg)))
+
+
+def _base(cfg: Config | Mapping[str, str]) -> dict[str, str]:
+    return cfg.kafka_client() if isinstance(cfg, Config) else dict(cfg)
+
+
+def topic_partitions(
+    client: Consumer | AdminClient, topic: str, timeout: float = 10.0
+) -> list[int]:
+    """Partition ids of a topic; KafkaUnavailable if it does not exist or Kafka is unreachable."""
+    try:
+        md = client.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(_explain(exc)) from None
+    tmd = md.topics.get(topic)
+    if tmd is None or (tmd.error is not None
+                       and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise KafkaUnavailable(f"topic '{topic}' does not exist (create it with "
+                               f"`geops topics create`)")
+    if tmd.error is not None:
+        raise KafkaUnavailable(f"topic '{topic}': {tmd.error.str()}")
+    return sorted(tmd.partitions)
+
+
+def check_reachable(cfg: Config | Mapping[str, str], timeout: float = 10.0) -> None:
+    """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata."""
+    base = _base(cfg)
+    try:
+        admin(base).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(_explain(exc, base.get("bootstrap.servers"))) from None
+
+
+def _explain(exc: KafkaException, servers: str | None = None) -> str:
+    err = exc.args[0] if exc.args else exc
+    text = err.str() if isinstance(err, KafkaError) else str(err)
+    where = f" at {servers}" if servers else ""
+    return (f"cannot reach Kafka{where}: {text}. Start the embedded broker with "
+            f"`geops broker start` or set --bootstrap-servers / GEOPS_BOOTSTRAP_SERVERS")

@@ -1,0 +1,77 @@
+"""Creating the configured topics, idempotently, with their partition counts and configs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from config import TOPICS, Config
+from kafkaio.clients import KafkaUnavailable, admin, check_reachable
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    """Outcome of creating one topic: 'created', 'exists' or 'failed' (with detail)."""
+
+    logical: str
+    name: str
+    partitions: int
+    outcome: str
+    detail: str = ""
+
+
+def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,
+                  timeout: float = 30.0) -> list[TopicResult]:
+    """Create each configured topic unless it exists; report what happened to each."""
+    check_reachable(cfg, timeout)
+    client = admin(cfg)
+    wanted = list(logical)
+    existing = client.list_topics(timeout=timeout).topics
+    new = []
+    results: dict[str, TopicResult] = {}
+    for name in wanted:
+        topic = cfg.topic(name)
+        parts = cfg[f"topics.{name}.partitions"]
+        if topic in existing:
+            have = len(existing[topic].partitions)
+            note = "" if have == parts else f"has {have} partitions, config asks {parts}"
+            results[name] = TopicResult(name, topic, have, "exists", note)
+            continue
+        conf = {k: str(v) for k, v in (_topic_config(cfg, name)).items()}
+        new.append((name, NewTopic(topic, parts, cfg["kafka.replication_factor"], config=conf)))
+    if new:
+        futures = client.create_topics([t for _, t in new], request_timeout=timeout)
+        for name, t in new:
+            try:
+                futures[t.topic].result()
+                results[name] = TopicResult(name, t.topic, t.num_partitions, "created")
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    results[name] = TopicResult(name, t.topic, t.num_partitions, "exists")
+                else:
+                    results[name] = TopicResult(name, t.topic, t.num_partitions, "failed",
+                                                err.str())
+    return [results[name] for name in wanted]
+
+
+def _topic_config(cfg: Config, logical: str) -> dict[str, object]:
+    try:
+        return dict(cfg[f"topics.{logical}.config"])
+    except KeyError:
+        return {}
+
+
+def topic_config(cfg: Config, topic: str, timeout: float = 30.0) -> dict[str, str]:
+    """The broker's view of a topic's configuration (name -> value)."""
+    client = admin(cfg)
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)],
+                                      request_timeout=timeout)
+    try:
+        (result,) = [f.result() for f in futures.values()]
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"cannot describe topic '{topic}': {exc.args[0].str()}") from None
+    return {name: entry.value for name, entry in result.items()}

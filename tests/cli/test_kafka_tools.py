@@ -1,0 +1,161 @@
+"""`geops topics/publish/subscribe/tail` against the real embedded broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import shapely
+
+from cli.main import main
+from kafkaio.sender import Sender
+from kafkaio.topics import topic_config
+from schemas import codec
+from schemas.codec import SCHEMA_DIR, read_source, strip_logical
+from schemas.compat import _samples
+
+pytestmark = pytest.mark.integration
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def feature(i, geometry, **props):
+    return {"type": "Feature", "properties": {"id": i, **props}, "geometry": geometry}
+
+
+def square(x, y, d=0.1):
+    return {"type": "Polygon",
+            "coordinates": [[[x, y], [x + d, y], [x + d, y + d], [x, y + d], [x, y]]]}
+
+
+def write(path, features):
+    path.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
+    return str(path)
+
+
+def test_topics_create_is_idempotent_and_compacts(kafka_cfg, capsys):
+    code, out, _ = run(capsys, "topics", "create")
+    assert code == 0
+    assert out.count("created") == 7
+    code, out, _ = run(capsys, "topics", "create")
+    assert code == 0 and out.count("exists") == 7 and "created" not in out
+    for logical in ("subscriptions", "control"):
+        assert topic_config(kafka_cfg, kafka_cfg.topic(logical))["cleanup.policy"] == "compact"
+    matches = topic_config(kafka_cfg, kafka_cfg.topic("matches"))
+    assert matches.get("cleanup.policy", "delete") != "compact"
+
+
+def test_publish_700_then_tail_jsonl_gives_exactly_them(kafka_cfg, capsys, tmp_path):
+    feats = []
+    for i in range(700):
+        x, y = -5 + (i % 50) * 0.1, 50 + (i // 50) * 0.1
+        geom = {"type": "Point", "coordinates": [x, y]} if i % 3 else square(x, y, 0.05)
+        feats.append(feature(i, geom))
+    path = write(tmp_path / "pubs.geojson", feats)
+    assert run(capsys, "topics", "create")[0] == 0
+    code, out, err = run(capsys, "publish", "--file", path)
+    assert code == 0, err
+    assert "produced 700 publications" in out
+    code, out, _ = run(capsys, "tail", "--topic", "publications", "--from-beginning",
+                       "--until-idle", "5", "--format", "jsonl")
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 700
+    got = {rec["id"]: shapely.from_wkt(rec["geometry"]) for rec in lines}
+    assert sorted(got) == list(range(700))
+    for f in feats:
+        want = shapely.from_geojson(json.dumps(f["geometry"]))
+        assert shapely.equals_exact(got[f["properties"]["id"]], want, tolerance=0)
+    assert all(rec["_schema"] == "Publication" for rec in lines)
+
+
+def test_rejected_features_are_reported_and_not_produced(kafka_cfg, capsys, tmp_path):
+    bow_tie = {"type": "Polygon", "coordinates": [[[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]]}
+    feats = [
+        feature(1, {"type": "Point", "coordinates": [1, 2]}, relation="within"),
+        {"type": "Feature", "properties": {"relation": "within"},
+         "geometry": {"type": "Point", "coordinates": [1, 2]}},
+        feature(3, {"type": "Point", "coordinates": [1, 2]}, relation="NEAR"),
+        feature(4, bow_tie, relation="contains"),
+        feature(5, {"type": "Polygon", "coordinates": []}, relation="contains"),
+        feature("six", {"type": "Point", "coordinates": [1, 2]}, relation="contains"),
+        feature(7, None, relation="covers"),
+        feature(8, square(0, 0), relation="Covered_By"),
+    ]
+    path = write(tmp_path / "subs.geojson", feats)
+    assert run(capsys, "topics", "create")[0] == 0
+    code, out, err = run(capsys, "subscribe", "--file", path)
+    assert code == 3
+    assert "produced 2 subscriptions" in out and "rejected 6" in out
+    for needle in ("feature 1: missing properties.id", "feature 2: unknown relation 'NEAR'",
+                   "feature 3: invalid geometry: Self-intersection",
+                   "feature 4: empty geometry", "feature 5: properties.id must be an integer",
+                   "feature 6: missing geometry"):
+        assert needle in err
+    code, out, _ = run(capsys, "tail", "--topic", "subscriptions", "--from-beginning",
+                       "--until-idle", "3")
+    assert sorted(out.splitlines()) == [
+        "subscription 1 WITHIN POINT (1 2)",
+        "subscription 8 COVERED_BY POLYGON ((0 0, 0.1 0, 0.1 0.1, 0 0.1, 0 0))",
+    ]
+
+
+def test_nan_coordinates_and_bad_files(kafka_cfg, capsys, tmp_path):
+    path = tmp_path / "nan.geojson"
+    path.write_text('{"type": "FeatureCollection", "features": [{"type": "Feature", '
+                    '"properties": {"id": 1}, "geometry": {"type": "Point", '
+                    '"coordinates": [NaN, 1.0]}}]}')
+    assert run(capsys, "topics", "create")[0] == 0
+    code, out, err = run(capsys, "publish", "--file", str(path))
+    assert code == 3 and "feature 0:" in err and "produced 0" in out
+    (tmp_path / "bad.json").write_text("{not json")
+    code, _, err = run(capsys, "publish", "--file", str(tmp_path / "bad.json"))
+    assert code == 2 and "not valid JSON" in err
+    code, _, err = run(capsys, "publish", "--file", str(tmp_path / "missing.json"))
+    assert code == 2 and "file not found" in err
+
+
+def test_every_schema_round_trips_through_kafka_and_tail(kafka_cfg, capsys):
+    assert run(capsys, "topics", "create")[0] == 0
+    topic = kafka_cfg.topic("metrics")
+    c = codec()
+    sent = []
+    sender = Sender(kafka_cfg.kafka_client())
+    for name in sorted(c.current):
+        plain = strip_logical(read_source(SCHEMA_DIR / f"{name}.avsc"))
+        for record in _samples(plain, {}):
+            sender.send(topic, c.encode(name, record))
+            sent.append((name, record))
+    sender.send(topic, b"\xc3\x01garbage!")          # unknown fingerprint
+    sender.send(topic, b"plain text")                # not single-object encoded
+    sender.send(topic, None, key=b"42")              # tombstone
+    sender.flush()
+    code, out, _ = run(capsys, "tail", "--topic", "metrics", "--from-beginning",
+                       "--until-idle", "3", "--format", "jsonl")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == len(sent) + 3
+    for (name, record), row in zip(sent, rows, strict=False):
+        assert row["_schema"] == name
+        assert set(row) == {"_schema", *record}
+    assert "unknown schema fingerprint" in rows[-3]["_error"]
+    assert "missing C3 01 marker" in rows[-2]["_error"]
+    assert rows[-1]["_tombstone"] is True and rows[-1]["key"] == "42"
+    code, out, _ = run(capsys, "tail", "--topic", "metrics", "--from-beginning",
+                       "--until-idle", "3", "--max", str(len(sent) + 3))
+    lines = out.splitlines()
+    assert len(lines) == len(sent) + 3
+    assert not any(line.startswith("!!") for line in lines[:len(sent)])
+    assert lines[-3].startswith("!! undecodable record") and lines[-1] == "tombstone key=42"
+
+
+def test_tail_of_missing_topic_and_unreachable_broker(kafka_cfg, capsys, monkeypatch):
+    code, _, err = run(capsys, "tail", "--topic", "no-such-topic", "--until-idle", "1")
+    assert code == 1 and "does not exist" in err
+    monkeypatch.setenv("GEOPS_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    code, _, err = run(capsys, "tail", "--topic", "control", "--until-idle", "1")
+    assert code == 1 and "cannot reach Kafka at 127.0.0.1:1" in err

@@ -1,0 +1,46 @@
+"""Shared fixtures: one real embedded broker per test session, per-test topic names."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import config
+from config import TOPICS, Config
+from kafkaio import broker as embedded
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap address of a Tansu broker started for this session on a free port."""
+    state = tmp_path_factory.mktemp("broker-state")
+    info, _ = embedded.start(state, port=0)
+    try:
+        yield info.address
+    finally:
+        embedded.stop(state)
+
+
+def kafka_env(broker: str, state_dir: str, prefix: str) -> dict[str, str]:
+    """Environment that points geops at the test broker with topic names unique to a test."""
+    env = {"GEOPS_BOOTSTRAP_SERVERS": broker, "GEOPS_STATE_DIR": state_dir}
+    for logical in TOPICS:
+        env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
+    return env
+
+
+@pytest.fixture
+def geops_env(broker: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Sets (and returns) GEOPS_* variables for this test: test broker, own topics."""
+    env = kafka_env(broker, str(tmp_path / "state"), f"t{uuid.uuid4().hex[:10]}-")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def kafka_cfg(geops_env: dict[str, str]) -> Config:
+    """Configuration resolved from ``geops_env``."""
+    return config.load(environ=geops_env)
