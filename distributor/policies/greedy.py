@@ -6,7 +6,7 @@ fewest migrations, so this is a heuristic with three guarantees the tests check:
 - it never returns an assignment whose maximum load is higher than the current one, and it
   returns the current assignment unchanged when it cannot lower the maximum;
 - its maximum load is at most that of LPT (largest partition first onto the least-loaded
-  worker, which is within 4/3 of the optimum);
+  worker, within 4/3 of the optimum) plus ``tolerance`` * mean load;
 - no move is unneeded: moving any single moved partition back to its old worker would raise
   the maximum load above the result's.
 
@@ -20,18 +20,20 @@ How (for P partitions, W workers):
    (c) the largest partition of h that fits somewhere; (d) the smallest partition of h onto
    the least-loaded worker, whose overflow is handled next. Targets are chosen best-fit (the
    fullest worker that still takes the partition), which keeps large gaps for large partitions.
-   One call costs O(moves * (W + log P) + W^2) steps.
+   One call costs O(moves * W * log P).
 2. The target T is found by bisection between the lower bound max(mean load, largest partition)
    and the current maximum, to a precision of ``precision`` * mean load (about
    log2(W / precision) calls). LPT's makespan is probed too, and LPT's own assignment (workers
-   relabelled to keep as many partitions in place as possible) is kept as a candidate.
+   relabelled to keep as many partitions in place as possible) is kept as a candidate. One
+   more call at (best maximum + tolerance * mean load) looks for a cheaper near-best result.
 3. Every candidate is pruned: a moved partition goes back home while that does not raise the
    candidate's maximum. Among the candidates whose maximum is within ``tolerance`` * mean load
    of the best one, the one with the fewest moves wins (then the lower migration cost, the lower
    maximum, then the one moving the cheapest / lowest-numbered partitions). The tolerance
    stops the policy from trading many extra migrations for a noise-sized gain.
 
-For P of a few thousand and W of tens this runs in well under a second.
+Measured for P = 4000 and W = 16..64 with skewed loads: 0.1-0.2 s; about 2 s in the
+pathological case where nearly every partition must move (all on one worker).
 """
 
 from __future__ import annotations
