@@ -1,0 +1,89 @@
+"""The subscriptions of one static partition, held where that partition is matched.
+
+Columns (ids, relations, prepared geometries with envelopes and types) in slots, a lookup from
+subscription id to slot, and for sPIS an R-tree over the envelopes. ``insert`` (an upsert: a
+known id is replaced) and ``delete`` keep all of them current, so a resident partition follows
+subscription churn without a rebuild.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import shapely
+
+from geops.index.envelope import EnvelopeIndex
+from geops.model import Subscriptions
+from geops.relations import Shapes
+
+
+class PartitionIndex:
+    """One partition's subscriptions; ``tree=True`` adds the per-partition R-tree (sPIS)."""
+
+    def __init__(self, subs: Subscriptions, *, tree: bool):
+        if len(np.unique(subs.ids)) != len(subs):
+            raise ValueError("subscription ids of a partition must be unique")
+        self.ids = subs.ids.copy()
+        self.relations = subs.relations.copy()
+        geoms = subs.geoms.copy()
+        shapely.prepare(geoms)
+        self.shapes = Shapes.of(geoms)
+        self.alive = np.ones(len(subs), bool)
+        self.tree = EnvelopeIndex(self.shapes.bounds) if tree else None
+        self._reindex()
+
+    def _reindex(self) -> None:
+        live = np.flatnonzero(self.alive)
+        order = np.argsort(self.ids[live], kind="stable")
+        self._sorted_ids = self.ids[live][order]
+        self._sorted_slots = live[order]
+
+    def __len__(self) -> int:
+        return len(self._sorted_ids)
+
+    def live_slots(self) -> np.ndarray:
+        return self._sorted_slots
+
+    def slots_of(self, ids: np.ndarray) -> np.ndarray:
+        """Slot of each id (int64), -1 where the id is not (or no longer) in this partition."""
+        ids = np.asarray(ids, np.int64)
+        out = np.full(len(ids), -1, np.int64)
+        if len(self._sorted_ids):
+            pos = np.minimum(np.searchsorted(self._sorted_ids, ids), len(self._sorted_ids) - 1)
+            found = self._sorted_ids[pos] == ids
+            out[found] = self._sorted_slots[pos[found]]
+        return out
+
+    def query(self, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query index, slot) of live subscriptions whose envelope meets each query's."""
+        if self.tree is None:
+            raise TypeError("this partition has no R-tree (built with tree=False)")
+        return self.tree.query(bounds)
+
+    def insert(self, subs: Subscriptions) -> None:
+        """Add subscriptions; one whose id is already here replaces the old one."""
+        if len(np.unique(subs.ids)) != len(subs):
+            raise ValueError("inserted subscription ids must be unique")
+        known = subs.ids[self.slots_of(subs.ids) >= 0]
+        if len(known):
+            self.delete(known)
+        geoms = subs.geoms.copy()
+        shapely.prepare(geoms)
+        new = Shapes.of(geoms)
+        self.ids = np.concatenate([self.ids, subs.ids])
+        self.relations = np.concatenate([self.relations, subs.relations])
+        self.shapes = Shapes(np.concatenate([self.shapes.geoms, new.geoms]),
+                             np.concatenate([self.shapes.bounds, new.bounds]),
+                             np.concatenate([self.shapes.types, new.types]))
+        self.alive = np.concatenate([self.alive, np.ones(len(subs), bool)])
+        if self.tree is not None:
+            self.tree.insert(new.bounds)
+        self._reindex()
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Remove subscriptions by id; ids not in this partition are ignored."""
+        slots = self.slots_of(ids)
+        slots = np.unique(slots[slots >= 0])
+        if self.tree is not None and len(slots):
+            self.tree.delete(slots)
+        self.alive[slots] = False
+        self._reindex()

@@ -1,0 +1,43 @@
+"""The bytes of one static partition: what moves between workers when a partition moves.
+
+Layout (little-endian): magic ``GEOPSP1\\0``, count n (uint64), n subscription ids (int64),
+n relation codes (int8), then the subscriptions' geometries as the WKB of one
+GeometryCollection, so encoding and decoding are single vectorised GEOS calls.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import shapely
+
+from geops.model import Subscriptions
+
+MAGIC = b"GEOPSP1\0"
+_HEADER = struct.Struct("<8sQ")
+
+
+def encode(subs: Subscriptions) -> bytes:
+    """Serialise subscriptions (ids, relations, geometries, exactly)."""
+    wkb = shapely.to_wkb(shapely.geometrycollections(subs.geoms))
+    return b"".join([_HEADER.pack(MAGIC, len(subs)), subs.ids.astype("<i8").tobytes(),
+                     subs.relations.astype(np.int8).tobytes(), wkb])
+
+
+def decode(payload: bytes) -> Subscriptions:
+    """Inverse of ``encode``; ValueError on bytes that are not a partition payload."""
+    if len(payload) < _HEADER.size:
+        raise ValueError("not a geops partition payload (too short)")
+    magic, n = _HEADER.unpack_from(payload)
+    if magic != MAGIC:
+        raise ValueError("not a geops partition payload (bad magic)")
+    at = _HEADER.size
+    ids = np.frombuffer(payload, "<i8", n, at).astype(np.int64)
+    at += 8 * n
+    relations = np.frombuffer(payload, np.int8, n, at).copy()
+    at += n
+    geoms = shapely.get_parts(shapely.from_wkb(payload[at:]))
+    if len(geoms) != n:
+        raise ValueError(f"partition payload holds {len(geoms)} geometries, expected {n}")
+    return Subscriptions(ids, geoms, relations)

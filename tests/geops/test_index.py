@@ -1,0 +1,93 @@
+"""R-tree indexes: bulk queries against brute force, and insert/delete for churn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import shapely
+
+from geops.index import EnvelopeIndex, GlobalIndex, PartitionIndex
+from geops.model import Relation, Subscriptions
+
+
+def _boxes(rng, n):
+    lo = rng.integers(0, 40, (n, 2)).astype(float)
+    return np.column_stack([lo, lo + rng.integers(0, 6, (n, 2))])
+
+
+def _brute(entries, alive, queries):
+    q, e = queries[:, None, :], entries[None, :, :]
+    hit = ((q[..., 0] <= e[..., 2]) & (q[..., 2] >= e[..., 0]) & (q[..., 1] <= e[..., 3])
+           & (q[..., 3] >= e[..., 1]) & alive[None, :])
+    return set(zip(*np.nonzero(hit), strict=True))
+
+
+def test_envelope_index_queries_inserts_and_deletes():
+    rng = np.random.default_rng(0)
+    entries = _boxes(rng, 300)
+    idx = EnvelopeIndex(entries)
+    queries = _boxes(rng, 200)
+    alive = np.ones(300, bool)
+    assert set(zip(*idx.query(queries), strict=True)) == _brute(entries, alive, queries)
+    new = _boxes(rng, 50)
+    assert idx.insert(new).tolist() == list(range(300, 350))
+    entries = np.concatenate([entries, new])
+    alive = np.ones(350, bool)
+    gone = rng.choice(350, 120, replace=False)
+    idx.delete(gone)
+    alive[gone] = False
+    assert len(idx) == 230
+    qidx, slots = idx.query(queries)
+    assert qidx.dtype == slots.dtype == np.int64
+    assert set(zip(qidx.tolist(), slots.tolist(), strict=True)) == _brute(entries, alive, queries)
+    with pytest.raises(KeyError):
+        idx.delete(gone[:1])
+
+
+def test_envelope_index_starts_empty_and_touching_counts():
+    idx = EnvelopeIndex(np.empty((0, 4)))
+    assert len(idx.query(np.array([[0.0, 0, 1, 1]]))[0]) == 0
+    idx.insert(np.array([[0.0, 0, 1, 1]]))
+    qidx, slots = idx.query(np.array([[1.0, 1, 2, 2], [1.5, 0, 2, 1]]))
+    assert qidx.tolist() == [0] and slots.tolist() == [0]
+
+
+def test_global_index_entries_and_churn():
+    rng = np.random.default_rng(1)
+    boxes = _boxes(rng, 100)
+    ids = np.arange(100, dtype=np.int64) * 7 - 300
+    idx = GlobalIndex(ids, boxes, np.arange(100) % 5)
+    q = np.array([[0.0, 0, 50, 50]])
+    _, pids, got = idx.query(q)
+    assert sorted(got.tolist()) == sorted(ids.tolist())
+    assert (pids == (got + 300) // 7 % 5).all()
+    idx.delete(ids[:10])
+    idx.delete([123456])  # unknown: ignored
+    idx.insert(np.array([ids[20], 999]), np.array([[60.0, 60, 61, 61], [70.0, 70, 71, 71]]),
+               np.array([3, 4]))
+    assert len(idx) == 91
+    _, pids, got = idx.query(np.array([[60.0, 60, 80, 80]]))
+    assert sorted(zip(got.tolist(), pids.tolist(), strict=True)) == [(int(ids[20]), 3), (999, 4)]
+    _, _, got = idx.query(q)
+    assert set(got.tolist()) == set(ids[10:].tolist()) - {int(ids[20])}
+
+
+def test_partition_index_upsert_delete_and_tree_follow_churn():
+    geoms = shapely.box(np.arange(10.0), 0, np.arange(10.0) + 1, 1)
+    subs = Subscriptions(np.arange(10) * 2, geoms, np.full(10, Relation.INTERSECTS))
+    idx = PartitionIndex(subs, tree=True)
+    assert len(idx) == 10 and shapely.is_prepared(idx.shapes.geoms).all()
+    assert idx.slots_of(np.array([4, 5, 18, -2])).tolist() == [2, -1, 9, -1]
+    idx.delete(np.array([4, 6, 77]))
+    idx.insert(Subscriptions([8, 100], [shapely.box(50, 50, 51, 51), shapely.Point(2.5, 0.5)],
+                             [Relation.WITHIN, Relation.TOUCHES]))
+    assert len(idx) == 9
+    live = idx.live_slots()
+    assert sorted(idx.ids[live].tolist()) == [0, 2, 8, 10, 12, 14, 16, 18, 100]
+    assert idx.relations[idx.slots_of(np.array([8]))[0]] == Relation.WITHIN
+    qidx, slots = idx.query(np.array([[2.2, 0.2, 3.8, 0.8], [50.0, 50, 50, 50]]))
+    assert sorted(zip(qidx.tolist(), idx.ids[slots].tolist(), strict=True)) == [(0, 100), (1, 8)]
+    with pytest.raises(ValueError, match="unique"):
+        PartitionIndex(Subscriptions([1, 1], geoms[:2], [0, 0]), tree=False)
+    with pytest.raises(TypeError):
+        PartitionIndex(subs, tree=False).query(np.zeros((1, 4)))

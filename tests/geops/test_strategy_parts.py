@@ -1,0 +1,150 @@
+"""The pieces of a strategy: payloads, routed items, routers, partition layout, churn."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import shapely
+
+from geops.model import Relation, Subscriptions
+from geops.oracle import oracle_match
+from geops.strategies import (
+    STRATEGIES,
+    LocalRunner,
+    Routed,
+    build_strategy,
+    load_partition,
+    merge,
+)
+from geops.strategies import payload as payload_codec
+from geops.strategies.routers import CandidateRouter
+
+
+def test_payload_round_trip_is_exact(cases):
+    subs = cases.subscriptions(3, n=60)
+    gc = shapely.GeometryCollection([shapely.Point(0.1, 0.2), shapely.box(0, 0, 1 / 3, 1)])
+    subs = Subscriptions(np.r_[subs.ids, 2**62], np.r_[subs.geoms, gc],
+                         np.r_[subs.relations, Relation.DISJOINT])
+    back = payload_codec.decode(payload_codec.encode(subs))
+    assert np.array_equal(back.ids, subs.ids)
+    assert np.array_equal(back.relations, subs.relations)
+    assert shapely.equals_identical(back.geoms, subs.geoms).all()
+    empty = payload_codec.decode(payload_codec.encode(Subscriptions.empty()))
+    assert len(empty) == 0
+    with pytest.raises(ValueError, match="magic"):
+        payload_codec.decode(b"x" * 40)
+
+
+def test_routed_take_and_by_partition_rebase_candidates():
+    routed = Routed(np.array([0, 0, 1, 2]), np.array([3, 1, 3, 0], np.int32),
+                    np.array([0, 2, 3, 6, 7]), np.array([10, 11, 12, 13, 14, 15, 16]))
+    groups = {pid: r for pid, r in routed.by_partition()}
+    assert list(groups) == [0, 1, 3]
+    g3 = groups[3]
+    assert g3.pub_index.tolist() == [0, 1]
+    assert g3.cand_offsets.tolist() == [0, 2, 5]
+    assert g3.cand_ids.tolist() == [10, 11, 13, 14, 15]
+    assert groups[1].cand_ids.tolist() == [12] and groups[0].cand_ids.tolist() == [16]
+    plain = Routed(np.array([4, 5]), np.array([1, 1], np.int32))
+    assert [(p, r.pub_index.tolist(), r.cand_ids) for p, r in plain.by_partition()] == \
+        [(1, [4, 5], None)]
+
+
+def test_candidate_router_pickles_small_and_shares_one_index_per_process(cases):
+    subs = cases.subscriptions(4)
+    router = build_strategy("RIhPS", subs, 8).router()
+    assert isinstance(router, CandidateRouter)
+    _, geoms = cases.publications(4, subs, None)
+    first = router.route(geoms)
+    blob = pickle.dumps(router)
+    assert len(blob) < 64 * len(subs) + 2000  # ids, boxes and partitions only
+    copy = pickle.loads(blob)
+    assert copy.index() is router.index()
+    again = copy.route(geoms)
+    for field in ("pub_index", "partition", "cand_offsets", "cand_ids"):
+        assert np.array_equal(getattr(first, field), getattr(again, field))
+    # every item's candidates live in its partition; one item per (publication, partition)
+    assert (np.diff(first.pub_index * 8 + first.partition) > 0).all()
+    counts = np.diff(first.cand_offsets)
+    assert (counts > 0).all()
+    assert (np.repeat(first.partition, counts) == first.cand_ids % 8).all()
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_partition_layout(cases, name):
+    subs = cases.subscriptions(5)
+    s = build_strategy(name, subs, 20, "quadtree")
+    sizes = s.partition_sizes()
+    assert s.num_partitions == len(sizes) == (20 if name == "RIhPS" else 22)
+    held = [load_partition(name, s.partition_payload(p)) for p in range(s.num_partitions)]
+    assert [m.num_subscriptions for m in held] == sizes.tolist()
+    ids = np.concatenate([s.partition_subscriptions(p).ids for p in range(s.num_partitions)])
+    if name in ("RIhPS", "RIsPS"):
+        assert sorted(ids.tolist()) == sorted(subs.ids.tolist())  # each in exactly one
+    else:
+        assert set(ids.tolist()) == set(subs.ids.tolist()) and len(ids) > len(subs)
+    if name == "RIhPS":
+        for p in range(20):
+            assert (s.partition_subscriptions(p).ids % 20 == p).all()
+    if name == "RIsPS":
+        gi, pid = s.partitioner.place(subs.geoms)
+        lowest = dict(zip(gi[::-1].tolist(), pid[::-1].tolist(), strict=True))
+        for p in range(s.num_partitions):
+            rows = np.flatnonzero(np.isin(subs.ids, s.partition_subscriptions(p).ids))
+            assert all(lowest[r] == p for r in rows.tolist())
+    disjoint = s.disjoint_ids()
+    assert disjoint.tolist() == sorted(subs.ids[subs.relations == Relation.DISJOINT].tolist())
+    with pytest.raises(IndexError):
+        s.partition_payload(s.num_partitions)
+
+
+def test_bad_strategy_arguments(cases):
+    subs = cases.subscriptions(6, n=20)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        build_strategy("RIS", subs, 4)
+    with pytest.raises(ValueError, match="unknown partitioner"):
+        build_strategy("sPIS", subs, 4, "voronoi")
+    with pytest.raises(ValueError, match="at least one"):
+        build_strategy("RIhPS", subs, 0)
+    with pytest.raises(ValueError, match="unique"):
+        build_strategy("sPS", Subscriptions([1, 1], subs.geoms[:2], [0, 0]), 4)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        load_partition("RIS", build_strategy("sPS", subs, 2).partition_payload(0))
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_matcher_follows_churn(cases, name):
+    """After insert/delete on a loaded partition it matches like a fresh one holding the result."""
+    subs = cases.subscriptions(8, n=80)
+    s = build_strategy(name, subs, 1)
+    matcher = load_partition(name, s.partition_payload(0))
+    extra = cases.subscriptions(9, n=30)
+    extra = Subscriptions(extra.ids + 10_000, extra.geoms, extra.relations)
+    replaced = Subscriptions(subs.ids[:5], subs.geoms[5:10], subs.relations[5:10])
+    matcher.insert(extra)
+    matcher.insert(replaced)
+    matcher.delete(subs.ids[10:20])
+    assert matcher.num_subscriptions == 80 + 30 - 10
+    kept = np.r_[5:10, 20:80]
+    now = Subscriptions(np.r_[replaced.ids, subs.ids[kept], extra.ids],
+                        np.r_[replaced.geoms, subs.geoms[kept], extra.geoms],
+                        np.r_[replaced.relations, subs.relations[kept], extra.relations])
+    keys, geoms = cases.publications(8, now, None, n=120)
+    cand = build_strategy(name, now, 1).router().route(geoms) if name[:2] == "RI" else None
+    part = matcher.match(keys, geoms) if cand is None else \
+        matcher.match(keys[cand.pub_index], geoms[cand.pub_index], cand.cand_offsets,
+                      cand.cand_ids)
+    got = merge(keys, [part], np.sort(now.ids[now.relations == Relation.DISJOINT]))
+    for a, b in zip(got, oracle_match(now, keys, geoms), strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_local_runner_counts_items_and_candidates(cases):
+    subs = cases.subscriptions(10)
+    keys, geoms = cases.publications(10, subs, None)
+    sps = LocalRunner(build_strategy("sPS", subs, 4)).match(keys, geoms)
+    spis = LocalRunner(build_strategy("sPIS", subs, 4)).match(keys, geoms)
+    assert sps.items == spis.items > len(keys) - 10
+    assert sps.candidates > spis.candidates > 0
