@@ -28,6 +28,7 @@ COMMANDS = (
     "cli.produce",
     "cli.tail",
     "cli.generate",
+    "cli.match",
 )
 
 def build_parser() -> argparse.ArgumentParser:
