@@ -29,6 +29,7 @@ COMMANDS = (
     "cli.tail",
     "cli.generate",
     "cli.match",
+    "cli.bench",
 )
 
 def build_parser() -> argparse.ArgumentParser:

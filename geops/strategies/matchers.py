@@ -5,7 +5,9 @@ turn items into (item, subscription) candidate pairs in their own way, and refin
 with the exact kernel ``geops.relations.evaluate``:
 
 - sPS (``ScanMatcher``): every item with every subscription of the partition, no index;
-- sPIS (``IndexedMatcher``): the partition's R-tree, queried with the items' envelopes;
+- sPIS (``IndexedMatcher``): the partition's R-tree, queried with the items' envelopes, keeping
+  a pair only in the cell that holds the lower-left corner of the two envelopes' intersection
+  (both are replicated there), so a pair found in several cells is refined once;
 - RIhPS / RIsPS (``CandidateMatcher``): the candidate ids the router attached to each item.
 
 A DISJOINT subscription is never reported as a positive here: the pairs where it *intersects*
@@ -90,9 +92,23 @@ class ScanMatcher(PartitionMatcher):
 class IndexedMatcher(PartitionMatcher):
     """sPIS: the partition's R-tree gives the subscriptions whose envelope meets an item's."""
 
+    def __init__(self, index: PartitionIndex, cell: np.ndarray):
+        super().__init__(index)
+        self.cell = np.asarray(cell, np.float64)
+
     def _pairs(self, pubs, cand_offsets, cand_ids):
-        if len(pubs) and len(self.index):
-            yield self.index.query(pubs.bounds)
+        if not len(pubs) or not len(self.index):
+            return
+        item, slot = self.index.query(pubs.bounds)
+        # Reference point: the lower-left corner of the envelopes' intersection. It lies in
+        # both envelopes, so both were placed in the (half-open) cell holding it: that cell
+        # alone refines the pair. (A point item's only cell is the one holding the point.)
+        x0, y0, x1, y1 = self.cell
+        sub_b, pub_b = self.index.shapes.bounds[slot], pubs.bounds[item]
+        rx = np.maximum(sub_b[:, 0], pub_b[:, 0])
+        ry = np.maximum(sub_b[:, 1], pub_b[:, 1])
+        mine = (x0 <= rx) & (rx < x1) & (y0 <= ry) & (ry < y1)
+        yield item[mine], slot[mine]
 
 
 class CandidateMatcher(PartitionMatcher):
@@ -110,11 +126,11 @@ class CandidateMatcher(PartitionMatcher):
 
 def load_partition(strategy_name: str, data: bytes) -> PartitionMatcher:
     """Decode a partition payload and build what its strategy matches with (on the worker)."""
-    subs = payload.decode(data)
+    subs, cell = payload.decode(data)
     if strategy_name == "sPS":
         return ScanMatcher(PartitionIndex(subs, tree=False))
     if strategy_name == "sPIS":
-        return IndexedMatcher(PartitionIndex(subs, tree=True))
+        return IndexedMatcher(PartitionIndex(subs, tree=True), cell)
     if strategy_name in ("RIhPS", "RIsPS"):
         return CandidateMatcher(PartitionIndex(subs, tree=False))
     raise ValueError(f"unknown strategy {strategy_name!r}; expected sPS, sPIS, RIhPS or RIsPS")

@@ -1,6 +1,7 @@
 """The bytes of one static partition: what moves between workers when a partition moves.
 
-Layout (little-endian): magic ``GEOPSP1\\0``, count n (uint64), n subscription ids (int64),
+Layout (little-endian): magic ``GEOPSP1\\0``, count n (uint64), the partition's cell
+(4 float64: xmin, ymin, xmax, ymax; ±inf for a hash partition), n subscription ids (int64),
 n relation codes (int8), then the subscriptions' geometries as the WKB of one
 GeometryCollection, so encoding and decoding are single vectorised GEOS calls.
 """
@@ -15,21 +16,23 @@ import shapely
 from geops.model import Subscriptions
 
 MAGIC = b"GEOPSP1\0"
-_HEADER = struct.Struct("<8sQ")
+_HEADER = struct.Struct("<8sQ4d")
+WHOLE_PLANE = np.array([-np.inf, -np.inf, np.inf, np.inf])
 
 
-def encode(subs: Subscriptions) -> bytes:
-    """Serialise subscriptions (ids, relations, geometries, exactly)."""
+def encode(subs: Subscriptions, cell: np.ndarray = WHOLE_PLANE) -> bytes:
+    """Serialise a partition: its cell and its subscriptions (ids, relations, geometries)."""
     wkb = shapely.to_wkb(shapely.geometrycollections(subs.geoms))
-    return b"".join([_HEADER.pack(MAGIC, len(subs)), subs.ids.astype("<i8").tobytes(),
+    return b"".join([_HEADER.pack(MAGIC, len(subs), *np.asarray(cell, float).tolist()),
+                     subs.ids.astype("<i8").tobytes(),
                      subs.relations.astype(np.int8).tobytes(), wkb])
 
 
-def decode(payload: bytes) -> Subscriptions:
-    """Inverse of ``encode``; ValueError on bytes that are not a partition payload."""
+def decode(payload: bytes) -> tuple[Subscriptions, np.ndarray]:
+    """(subscriptions, cell): the inverse of ``encode``; ValueError on foreign bytes."""
     if len(payload) < _HEADER.size:
         raise ValueError("not a geops partition payload (too short)")
-    magic, n = _HEADER.unpack_from(payload)
+    magic, n, *cell = _HEADER.unpack_from(payload)
     if magic != MAGIC:
         raise ValueError("not a geops partition payload (bad magic)")
     at = _HEADER.size
@@ -40,4 +43,4 @@ def decode(payload: bytes) -> Subscriptions:
     geoms = shapely.get_parts(shapely.from_wkb(payload[at:]))
     if len(geoms) != n:
         raise ValueError(f"partition payload holds {len(geoms)} geometries, expected {n}")
-    return Subscriptions(ids, geoms, relations)
+    return Subscriptions(ids, geoms, relations), np.array(cell)

@@ -52,7 +52,8 @@ class Strategy:
         """Partition ``pid`` serialised; its length is what moving the partition costs."""
         if not 0 <= pid < self.num_partitions:
             raise IndexError(f"partition {pid} outside 0..{self.num_partitions - 1}")
-        return payload.encode(self.partition_subscriptions(pid))
+        cell = payload.WHOLE_PLANE if self.partitioner is None else self.partitioner.cells[pid]
+        return payload.encode(self.partition_subscriptions(pid), cell)
 
     def disjoint_ids(self) -> np.ndarray:
         """Sorted ids of every DISJOINT subscription (they can match without any partition)."""

@@ -27,14 +27,16 @@ def test_payload_round_trip_is_exact(cases):
     gc = shapely.GeometryCollection([shapely.Point(0.1, 0.2), shapely.box(0, 0, 1 / 3, 1)])
     subs = Subscriptions(np.r_[subs.ids, 2**62], np.r_[subs.geoms, gc],
                          np.r_[subs.relations, Relation.DISJOINT])
-    back = payload_codec.decode(payload_codec.encode(subs))
+    cell = np.array([-np.inf, 0.5, 1 / 3, np.inf])
+    back, back_cell = payload_codec.decode(payload_codec.encode(subs, cell))
+    assert np.array_equal(back_cell, cell)
     assert np.array_equal(back.ids, subs.ids)
     assert np.array_equal(back.relations, subs.relations)
     assert shapely.equals_identical(back.geoms, subs.geoms).all()
-    empty = payload_codec.decode(payload_codec.encode(Subscriptions.empty()))
-    assert len(empty) == 0
+    empty, whole = payload_codec.decode(payload_codec.encode(Subscriptions.empty()))
+    assert len(empty) == 0 and np.isinf(whole).all()
     with pytest.raises(ValueError, match="magic"):
-        payload_codec.decode(b"x" * 40)
+        payload_codec.decode(b"x" * 80)
 
 
 def test_routed_take_and_by_partition_rebase_candidates():
@@ -148,3 +150,6 @@ def test_local_runner_counts_items_and_candidates(cases):
     spis = LocalRunner(build_strategy("sPIS", subs, 4)).match(keys, geoms)
     assert sps.items == spis.items > len(keys) - 10
     assert sps.candidates > spis.candidates > 0
+    # sPIS refines each envelope-intersecting pair once, however many cells both span
+    tree = shapely.STRtree(subs.geoms)
+    assert spis.candidates == tree.query(geoms).shape[1]

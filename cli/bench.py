@@ -1,0 +1,91 @@
+"""`geops bench`: benchmarks, one sub-subcommand each (``geops bench kernel``, ...).
+
+Each entry of ``BENCHES`` registers one benchmark on the ``bench`` subparsers; add a new
+benchmark (say ``paper``) by appending its register function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
+from geops.partitioning import PARTITIONERS
+from geops.strategies import STRATEGIES
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run a benchmark (kernel, ...)",
+                       description="Benchmarks of the matching core and the product.")
+    benches = p.add_subparsers(dest="bench", metavar="BENCH")
+    benches.required = True
+    for add in BENCHES:
+        add(benches)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def register_kernel(benches: argparse._SubParsersAction) -> None:
+    p = benches.add_parser(
+        "kernel", help="each strategy vs the vectorised single-core matcher",
+        description="On a generated GeoPS workload, time on one core the reference "
+                    "(shapely STRtree bulk query + the exact vectorised kernel), each strategy "
+                    "through the app's route/match/merge interface, and plain shapely tree "
+                    "predicates; check every result equals the reference's; print the table "
+                    "with ratio = reference time / strategy time.")
+    p.add_argument("--subscriptions", type=_count, default=10_000, metavar="N",
+                   help="subscriptions (default 10,000)")
+    p.add_argument("--publications", type=_count, default=20_000, metavar="M",
+                   help="publications (default 20,000)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--partitions", type=_count, default=16, metavar="P",
+                   help="static partitions (default 16)")
+    p.add_argument("--partitioner", choices=PARTITIONERS, default="kdbtree",
+                   help="spatial partitioner (default kdbtree)")
+    p.add_argument("--strategies", default=",".join(STRATEGIES), metavar="LIST",
+                   help=f"comma-separated subset of {','.join(STRATEGIES)} (default all)")
+    p.add_argument("--repeat", type=_count, default=1, metavar="R",
+                   help="time each matcher R times, keep the best (default 1)")
+    p.add_argument("--no-plain", action="store_true",
+                   help="skip the plain shapely predicate row")
+    p.set_defaults(func=_kernel)
+
+
+def _kernel(args: argparse.Namespace) -> int:
+    from cli.main import EXIT_FAILED, EXIT_USAGE, CommandError
+
+    chosen = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(STRATEGIES))
+    if unknown or not chosen:
+        raise CommandError(f"--strategies: unknown {', '.join(unknown) or '(none given)'}; "
+                           f"expected names from {', '.join(STRATEGIES)}", EXIT_USAGE)
+    t0 = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"geops bench kernel: [{time.monotonic() - t0:6.1f}s] {message}",
+              file=sys.stderr, flush=True)
+
+    try:
+        report = run_kernel_bench(subscriptions=args.subscriptions,
+                                  publications=args.publications, seed=args.seed,
+                                  partitions=args.partitions, partitioner=args.partitioner,
+                                  strategies=chosen, repeat=args.repeat,
+                                  plain=not args.no_plain, log=log)
+    except MismatchError as exc:
+        raise CommandError(str(exc), EXIT_FAILED) from None
+    print(format_table(report))
+    return 0
+
+
+# One register function per `geops bench` subcommand.
+BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (register_kernel,)
