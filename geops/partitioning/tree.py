@@ -52,9 +52,12 @@ class TreeBuilder:
 class SpatialPartitioner:
     """Cells of the plane numbered in spatial order, and placement of geometries into them.
 
-    ``cells`` is (P, 4) float64 ``xmin, ymin, xmax, ymax`` per partition id; cells on the
-    outside extend to ±inf. The tree (root = node 0) is held as plain arrays, so a partitioner
-    pickles small and cheaply.
+    ``num_partitions`` is the actual P: KDB-tree and grid make exactly the P asked for, a
+    quadtree the smallest 1 + 3k ≥ P (``quadtree_leaves``). ``cells`` is (P, 4) float64
+    ``xmin, ymin, xmax, ymax`` per partition id; cells on the outside extend to ±inf. Ids are in
+    spatial order (KDB-tree: in-order leaves; quadtree: Z-order; grid: boustrophedon rows), so
+    contiguous id blocks are compact regions. The tree (root = node 0) is held as plain arrays,
+    so a partitioner pickles small and cheaply.
     """
 
     def __init__(self, kind: str, axis: np.ndarray, value: np.ndarray, left: np.ndarray,

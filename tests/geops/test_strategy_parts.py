@@ -153,3 +153,14 @@ def test_local_runner_counts_items_and_candidates(cases):
     # sPIS refines each envelope-intersecting pair once, however many cells both span
     tree = shapely.STRtree(subs.geoms)
     assert spis.candidates == tree.query(geoms).shape[1]
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_empty_subscriptions_and_empty_batches(cases, name):
+    keys, geoms = cases.publications(11, cases.subscriptions(11), None, n=20)
+    empty = LocalRunner(build_strategy(name, Subscriptions.empty(), 4))
+    got = empty.match(keys, geoms)
+    assert len(got.keys) == 0 and got.offsets.tolist() == [0]
+    runner = LocalRunner(build_strategy(name, cases.subscriptions(11), 4))
+    got = runner.match(np.empty(0, np.int64), np.empty(0, dtype=object))
+    assert len(got.keys) == 0 and got.items == 0
