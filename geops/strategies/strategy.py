@@ -40,6 +40,11 @@ class Strategy:
         self._offsets = np.concatenate([[0], np.cumsum(sizes)])
         self._sizes = sizes
 
+    def place_subscriptions(self, subs: Subscriptions) -> tuple[np.ndarray, np.ndarray]:
+        """(subscription index, partition) of every partition ``subs`` belong to under this
+        strategy's rule, e.g. to route subscriptions that arrive while running."""
+        return _members(self.name, subs, self.partitioner, self.num_partitions)
+
     def router(self) -> Router:
         """The replicated part, shipped to every stream-side task."""
         return self._router
@@ -81,15 +86,26 @@ def build_strategy(name: str, subs: Subscriptions, num_partitions: int,
     if len(np.unique(subs.ids)) != len(subs):
         raise ValueError("subscription ids must be unique")
     if name == "RIhPS":
-        pids = hash_partition(subs.ids, num_partitions)
-        router = CandidateRouter(subs.ids, shapely.bounds(subs.geoms), pids, num_partitions)
-        return Strategy(name, subs, num_partitions, np.arange(len(subs)), pids, router, None)
-    spatial = build_partitioner(partitioner, subs, num_partitions, sample_seed=sample_seed)
-    p = spatial.num_partitions
+        spatial, p = None, num_partitions
+    else:
+        spatial = build_partitioner(partitioner, subs, num_partitions, sample_seed=sample_seed)
+        p = spatial.num_partitions
+    members, pids = _members(name, subs, spatial, p)
+    if name in ("RIhPS", "RIsPS"):
+        router: Router = CandidateRouter(subs.ids[members], shapely.bounds(subs.geoms[members]),
+                                         pids, p)
+    else:
+        router = SpatialRouter(spatial)
+    return Strategy(name, subs, p, members, pids, router, spatial)
+
+
+def _members(name: str, subs: Subscriptions, spatial: SpatialPartitioner | None,
+             num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """(subscription index, partition) pairs: the strategy's partitioning rule."""
+    if spatial is None:
+        return np.arange(len(subs), dtype=np.int64), hash_partition(subs.ids, num_partitions)
     members, pids = spatial.place(subs.geoms)
-    if name == "RIsPS":
+    if name == "RIsPS":  # one cell each: place() sorts by partition, so the first is lowest
         first = np.r_[True, members[1:] != members[:-1]][: len(members)]
-        members, pids = members[first], pids[first]  # sorted by partition: the lowest cell
-        router = CandidateRouter(subs.ids, shapely.bounds(subs.geoms), pids, p)
-        return Strategy(name, subs, p, members, pids, router, spatial)
-    return Strategy(name, subs, p, members, pids, SpatialRouter(spatial), spatial)
+        members, pids = members[first], pids[first]
+    return members, pids

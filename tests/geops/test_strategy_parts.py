@@ -164,3 +164,13 @@ def test_empty_subscriptions_and_empty_batches(cases, name):
     runner = LocalRunner(build_strategy(name, cases.subscriptions(11), 4))
     got = runner.match(np.empty(0, np.int64), np.empty(0, dtype=object))
     assert len(got.keys) == 0 and got.items == 0
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_place_subscriptions_follows_the_build_rule(cases, name):
+    subs = cases.subscriptions(12)
+    s = build_strategy(name, subs, 7, "grid")
+    members, pids = s.place_subscriptions(subs)
+    for p in range(s.num_partitions):
+        assert sorted(subs.ids[members[pids == p]].tolist()) == \
+            sorted(s.partition_subscriptions(p).ids.tolist())
