@@ -105,20 +105,6 @@ class KernelReport:
     rows: list[Row]
 
 
-def _timed(build: Callable[[], object], run: Callable[[object], BatchMatches], repeat: int
-           ) -> tuple[float, float, BatchMatches]:
-    t0 = time.perf_counter()
-    built = build()
-    build_s = time.perf_counter() - t0
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = run(built)
-        best = min(best, time.perf_counter() - t0)
-    assert result is not None
-    return build_s, best, result
-
-
 def _same(a: BatchMatches, b: BatchMatches) -> bool:
     return (np.array_equal(a.keys, b.keys) and np.array_equal(a.offsets, b.offsets)
             and np.array_equal(a.sub_ids, b.sub_ids))
@@ -142,22 +128,30 @@ def run_kernel_bench(*, subscriptions: int = 10_000, publications: int = 20_000,
     geoms = workload.publications.geoms
     keys = np.arange(len(geoms), dtype=np.int64)
 
-    say("reference: STRtree + exact kernel")
-    build_s, match_s, ref = _timed(lambda: ReferenceMatcher(subs),
-                                   lambda m: m.match(keys, geoms), repeat)
-    rows = [Row(REFERENCE, build_s, match_s, ref.items, ref.candidates, len(ref.sub_ids))]
-    named: list[tuple[str, Callable[[], object], Callable[[object], BatchMatches]]] = [
-        (name, lambda name=name: LocalRunner(build_strategy(name, subs, partitions,
-                                                            partitioner)),
-         lambda runner: runner.match(keys, geoms)) for name in strategies]
+    matchers: list[tuple[str, Callable[[], object], Callable[[object], BatchMatches]]] = [
+        (REFERENCE, lambda: ReferenceMatcher(subs), lambda m: m.match(keys, geoms))]
+    matchers += [(name, lambda name=name: LocalRunner(build_strategy(name, subs, partitions,
+                                                                     partitioner)),
+                  lambda runner: runner.match(keys, geoms)) for name in strategies]
     if plain:
-        named.append((PLAIN, lambda: None, lambda _none: plain_match(subs, keys, geoms)))
-    for name, build, run in named:
-        say(f"{name}")
-        build_s, match_s, got = _timed(build, run, repeat)
-        if not _same(got, ref):
-            raise MismatchError(f"{name}: result differs from the reference")
-        rows.append(Row(name, build_s, match_s, got.items, got.candidates, len(got.sub_ids)))
+        matchers.append((PLAIN, lambda: None, lambda _none: plain_match(subs, keys, geoms)))
+    rows, built = [], []
+    for name, build, _ in matchers:
+        t0 = time.perf_counter()
+        built.append(build())
+        rows.append(Row(name, time.perf_counter() - t0, float("inf"), 0, 0, 0))
+    # Round-robin repeats, best time each, so a drift in machine load hits every matcher alike.
+    for rep in range(repeat):
+        ref = None
+        for row, (name, _, run), state in zip(rows, matchers, built, strict=True):
+            say(f"{name} (run {rep + 1} of {repeat})")
+            t0 = time.perf_counter()
+            got = run(state)
+            row.match_seconds = min(row.match_seconds, time.perf_counter() - t0)
+            ref = ref or got
+            if not _same(got, ref):
+                raise MismatchError(f"{name}: result differs from the reference")
+            row.items, row.candidates, row.pairs = got.items, got.candidates, len(got.sub_ids)
     for row in rows:
         row.ratio = rows[0].match_seconds / row.match_seconds
     return KernelReport(subscriptions, publications, partitions, partitioner, seed, rows)
