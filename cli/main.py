@@ -27,6 +27,7 @@ COMMANDS = (
     "cli.topics",
     "cli.produce",
     "cli.tail",
+    "cli.app",
     "cli.generate",
     "cli.match",
     "cli.bench",
@@ -47,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.raw_argv = argv  # for commands that pass their options on (geops app)
     try:
         return int(args.func(args) or 0)
     except ConfigError as exc:

@@ -18,6 +18,7 @@ import config
 from cli.common import EXIT_REJECTED, CommandError, reachable, settings
 from cli.progress import Progress
 from geops.geojson import GeoJSONError, Rejected, read_publications, read_subscriptions
+from geops.model import Publications, Relation, Subscriptions
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.sender import Sender
 from schemas import codec
@@ -47,6 +48,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     subs.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")
     config.add_arguments(subs, ["kafka", "state", "topics"])
     subs.set_defaults(func=_subscribe)
+
+
+def publication_records(pubs: Publications) -> list[dict]:
+    """Avro Publication records (geometry as WKB) of column-wise publications."""
+    wkb = shapely.to_wkb(pubs.geoms) if len(pubs) else []
+    return [{"id": int(i), "geometry": g, "event_time": int(t)}
+            for i, g, t in zip(pubs.ids, wkb, pubs.event_time, strict=True)]
+
+
+def subscription_records(subs: Subscriptions) -> list[dict]:
+    """Avro Subscription records (geometry as WKB, relation by name)."""
+    wkb = shapely.to_wkb(subs.geoms) if len(subs) else []
+    return [{"id": int(i), "geometry": g, "relation": Relation(int(r)).name}
+            for i, g, r in zip(subs.ids, wkb, subs.relations, strict=True)]
+
+
+def produce_records(client_conf: dict[str, str], topic: str, name: str,
+                    records: list[dict], rate: float | None = None) -> None:
+    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost."""
+    c = codec()
+    sender = Sender(client_conf, rate=rate)
+    for record in records:
+        sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
+    sender.flush()
 
 
 def _rate(text: str) -> float:
@@ -91,17 +116,13 @@ def _publish(args: argparse.Namespace) -> int:
     _report(rejected, args.file)
     reachable(cfg)
     topic = args.topic or cfg.topic("publications")
-    wkb = shapely.to_wkb(pubs.geoms) if len(pubs) else []
-    records = [{"id": int(i), "geometry": g, "event_time": int(t)}
-               for i, g, t in zip(pubs.ids, wkb, pubs.event_time, strict=True)]
+    records = publication_records(pubs)
     _send_all(args, cfg, topic, "Publication", records, "publications")
     print(f"produced {len(records)} publications to {topic}; rejected {len(rejected)}")
     return EXIT_REJECTED if rejected else 0
 
 
 def _subscribe(args: argparse.Namespace) -> int:
-    from geops.model import Relation
-
     cfg = settings(args)
     try:
         subs, _, rejected = read_subscriptions(args.file)
@@ -110,9 +131,7 @@ def _subscribe(args: argparse.Namespace) -> int:
     _report(rejected, args.file)
     reachable(cfg)
     topic = args.topic or cfg.topic("subscriptions")
-    wkb = shapely.to_wkb(subs.geoms) if len(subs) else []
-    records = [{"id": int(i), "geometry": g, "relation": Relation(int(r)).name}
-               for i, g, r in zip(subs.ids, wkb, subs.relations, strict=True)]
+    records = subscription_records(subs)
     _send_all(args, cfg, topic, "Subscription", records, "subscriptions")
     print(f"produced {len(records)} subscriptions to {topic}; rejected {len(rejected)}")
     return EXIT_REJECTED if rejected else 0

@@ -69,3 +69,10 @@ class Sender:
         if self.failed:
             raise KafkaUnavailable(f"{self.failed} of {self.sent} records were not delivered: "
                                    f"{self.first_error}")
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Flush, then release the client (its threads stop once nothing refers to it)."""
+        try:
+            self.flush(timeout)
+        finally:
+            self._producer = None

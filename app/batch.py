@@ -1,0 +1,206 @@
+"""One micro-batch: apply control, route, join, match, merge, write matches and metrics.
+
+Runs on the driver as the ``foreachBatch`` function. All spatial work happens in tasks
+(``app.tasks``); the driver merges partial results with NumPy and writes the outputs. Matches and
+metrics are flushed before the function returns, so Spark only commits the batch's offsets after
+its matches are in Kafka: at-least-once, and a replayed batch writes the same records again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+from pyspark import Broadcast
+from pyspark.sql import DataFrame
+
+from app.control import ControlChannel
+from app.metrics import PartitionLoad, latency_stats
+from app.offsetlog import batch_ranges
+from app.static import StaticSide, by_worker
+from app.tasks import JoinContext, RouteContext, join, read_decode_route
+from geops.strategies import PartialMatches, Strategy, merge
+from kafkaio.sender import Sender
+from schemas import codec
+
+log = logging.getLogger("geops.app")
+
+
+@dataclass
+class Topics:
+    """Resolved topic names the app reads and writes."""
+
+    publications: str
+    matches: str
+    metrics: str
+    control: str
+    dead_letter: str
+
+
+@dataclass
+class BatchState:
+    """What changes from batch to batch."""
+
+    epoch: int
+    assignment: list[int]
+    last_input: float = field(default_factory=time.monotonic)
+    batches: int = 0
+    records: int = 0
+    busy: bool = False
+
+
+class BatchRunner:
+    """The foreachBatch function of the app's streaming query."""
+
+    def __init__(self, *, app_id: str, strategy: Strategy, router: Broadcast, join_mode: str,
+                 workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
+                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str):
+        self.app_id = app_id
+        self.strategy = strategy
+        self.router = router
+        self.join_mode = join_mode
+        self.workers = workers
+        self.static = static
+        self.control = control
+        self.topics = topics
+        self.kafka_conf = kafka_conf
+        self.state = state
+        self.checkpoint = checkpoint
+        self.sc = static.sc
+        self.disjoint = strategy.disjoint_ids()
+        self.partitions = strategy.num_partitions
+        self.sender = Sender(kafka_conf)
+        self.codec = codec()
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Process batch ``batch_id``; its records are read by our tasks, not through ``df``
+        (see ``app.offsetlog``)."""
+        self.state.busy = True
+        try:
+            self._run(batch_id)
+        finally:
+            self.state.busy = False
+
+    def _apply_control(self, batch_id: int) -> None:
+        cmd = self.control.poll(self.state.epoch)
+        if cmd is None:
+            return
+        move = self.static.apply(list(cmd.assignment), cmd.epoch)
+        self.state.epoch = cmd.epoch
+        self.state.assignment = list(cmd.assignment)
+        log.info("epoch %d in force from batch %d: %d partitions moved (%d bytes, %.0f ms)",
+                 cmd.epoch, batch_id, len(move.partitions), move.bytes, move.duration_ms)
+        self._send_metric("MoveReport", {
+            "app_id": self.app_id, "batch_id": batch_id, "epoch": cmd.epoch,
+            "partitions_moved": move.partitions, "bytes": move.bytes,
+            "duration_ms": move.duration_ms, "time": _now_ms()})
+
+    def _run(self, batch_id: int) -> None:
+        started = _now_ms()
+        t0 = time.perf_counter()
+        self._apply_control(batch_id)
+        state = self.state
+        route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
+                                 len(self.disjoint) > 0, self.topics.dead_letter,
+                                 self.kafka_conf, self.app_id)
+        join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency())
+        parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
+        read = self.sc.parallelize(parts, max(1, len(parts)))
+        stream = (read.mapPartitions(partial(read_decode_route, route_ctx))
+                  .partitionBy(self.workers, by_worker))
+        joined = self.static.for_batch().union(stream)
+        out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
+        self._write(batch_id, started, t0, out)
+
+    def _write(self, batch_id: int, started: int, t0: float, out: list[tuple]) -> None:
+        state = self.state
+        partials: list[PartialMatches] = []
+        known_keys, known_ids, known_times = [], [], []
+        loads = {p: PartitionLoad(p, state.assignment[p]) for p in range(self.partitions)}
+        records = dead = 0
+        busiest_ns = 0
+        for rec in out:
+            tag = rec[0]
+            if tag == "M":
+                partials.append(rec[2])
+                known_keys.append(rec[3])
+                known_ids.append(rec[4])
+                known_times.append(rec[5])
+            elif tag == "L":
+                _, pid, worker, items, ns, cands, matches, builds, shipped = rec
+                loads[pid] = PartitionLoad(pid, worker, items, ns, cands, matches, builds,
+                                           shipped)
+            elif tag == "P":
+                known_keys.append(rec[1])
+                known_ids.append(rec[2])
+                known_times.append(rec[3])
+            elif tag == "S":
+                records += rec[1]
+                dead += rec[2]
+            elif tag == "W":
+                busiest_ns = max(busiest_ns, rec[2])
+        keys, ids, times = _unique_keys(known_keys, known_ids, known_times)
+        mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),
+                                        partials, self.disjoint)
+        match_ms = _now_ms()
+        pos = np.searchsorted(keys, mkeys)
+        pub_ids, pub_times = ids[pos], times[pos]
+        matches = self.topics.matches
+        encode = self.codec.encode
+        for i in range(len(mkeys)):
+            pid = int(pub_ids[i])
+            self.sender.send(matches, encode("Match", {
+                "publication_id": pid,
+                "subscription_ids": sub_ids[offsets[i]:offsets[i + 1]].tolist(),
+                "event_time": int(pub_times[i]), "match_time": match_ms,
+                "batch_id": batch_id, "app_id": self.app_id}), key=str(pid).encode())
+        now = _now_ms()
+        for load in loads.values():
+            self._send_metric("PartitionLoad", load.record(self.app_id, batch_id, state.epoch,
+                                                           now))
+        mean, p50, p99 = latency_stats(pub_times, match_ms)
+        items = sum(load.items for load in loads.values())
+        self.sender.flush()
+        ended = _now_ms()
+        self._send_metric("BatchSummary", {
+            "app_id": self.app_id, "batch_id": batch_id, "epoch": state.epoch,
+            "strategy": self.strategy.name, "join": self.join_mode, "workers": self.workers,
+            "partitions": self.partitions, "records": records, "dead_letters": dead,
+            "items": items, "matched_publications": len(mkeys), "start_time": started,
+            "end_time": ended, "duration_ms": (time.perf_counter() - t0) * 1000,
+            "join_stage_ms": busiest_ns / 1e6, "latency_mean_ms": mean,
+            "latency_p50_ms": p50, "latency_p99_ms": p99})
+        self.sender.flush()
+        state.batches += 1
+        state.records += records
+        if records:
+            state.last_input = time.monotonic()
+        log.info("batch %d epoch %d: %d records, %d items, %d matched, %d dead letters, "
+                 "%.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
+                 (time.perf_counter() - t0) * 1000)
+
+    def close(self) -> None:
+        self.sender.close()
+
+    def _send_metric(self, name: str, record: dict[str, Any]) -> None:
+        self.sender.send(self.topics.metrics, self.codec.encode(name, record),
+                         key=self.app_id.encode())
+
+
+def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.ndarray]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted unique publication keys with their ids and event times."""
+    if not keys:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    k = np.concatenate(keys)
+    uniq, first = np.unique(k, return_index=True)
+    return uniq, np.concatenate(ids)[first], np.concatenate(times)[first]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,111 @@
+"""The app's end of the control topic: recover the latest assignment, then poll for new ones.
+
+A RebalanceCommand is applied only if its epoch is higher than the one in force, it is meant for
+this app (empty ``app_id`` or ours) and its assignment fits P partitions and W workers; every
+other record is ignored with a logged reason. The topic is compacted, so after a restart the
+latest command is still there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from kafkaio.clients import consumer
+from kafkaio.offsets import EndOffsets, read_to_end
+from schemas import DecodeError, codec
+from schemas.assignment import assignment_problem
+
+log = logging.getLogger("geops.app.control")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A validated rebalance command."""
+
+    epoch: int
+    assignment: tuple[int, ...]
+    record: dict[str, Any]
+
+
+class ControlChannel:
+    """Reads RebalanceCommands for one app with P partitions and W workers."""
+
+    def __init__(self, client_conf: Mapping[str, str], topic: str, app_id: str,
+                 partitions: int, workers: int):
+        self.conf = dict(client_conf)
+        self.topic = topic
+        self.app_id = app_id
+        self.partitions = partitions
+        self.workers = workers
+        self.ignored = 0
+        self._consumer: Any = None
+
+    def check(self, value: bytes | None, current_epoch: int, where: str) -> Command | None:
+        """The command in ``value`` if it should be applied; otherwise log why not."""
+        if value is None:
+            return None  # tombstone
+        try:
+            rec = codec().decode_as("RebalanceCommand", value)
+        except DecodeError as exc:
+            return self._ignore(where, f"malformed: {exc}")
+        if rec["app_id"] and rec["app_id"] != self.app_id:
+            return self._ignore(where, f"for app '{rec['app_id']}', not '{self.app_id}'")
+        if rec["epoch"] <= current_epoch:
+            return self._ignore(where, f"epoch {rec['epoch']} is not newer than the epoch in "
+                                       f"force ({current_epoch})", level=logging.INFO)
+        problem = assignment_problem(rec["assignment"], self.partitions, self.workers)
+        if problem:
+            return self._ignore(where, f"epoch {rec['epoch']}: {problem}")
+        return Command(rec["epoch"], tuple(rec["assignment"]), rec)
+
+    def _ignore(self, where: str, reason: str, level: int = logging.WARNING) -> None:
+        self.ignored += 1
+        log.log(level, "ignoring control record %s: %s", where, reason)
+        return None
+
+    def recover(self) -> Command | None:
+        """The newest applicable command on the topic (after a restart), and start polling."""
+        best: Command | None = None
+        for msg in read_to_end(self.conf, self.topic):
+            cmd = self.check(msg.value(), best.epoch if best else 0,
+                             f"{msg.topic()}[{msg.partition()}]@{msg.offset()}")
+            if cmd is not None:
+                best = cmd
+        probe = EndOffsets(self.conf)
+        try:
+            ends = probe(self.topic)
+        finally:
+            probe.close()
+        self._consumer = consumer(self.conf)
+        self._consumer.assign([TopicPartition(self.topic, p, end) for p, end in ends.items()])
+        return best
+
+    def poll(self, current_epoch: int) -> Command | None:
+        """The newest applicable command that arrived since the last poll, if any."""
+        if self._consumer is None:
+            raise RuntimeError("call recover() before poll()")
+        best: Command | None = None
+        while True:
+            msgs = self._consumer.consume(1000, timeout=0.01)
+            if not msgs:
+                return best
+            for msg in msgs:
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        log.warning("control topic: %s", msg.error().str())
+                    continue
+                floor = max(current_epoch, best.epoch if best else current_epoch)
+                cmd = self.check(msg.value(), floor,
+                                 f"{msg.topic()}[{msg.partition()}]@{msg.offset()}")
+                if cmd is not None:
+                    best = cmd
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

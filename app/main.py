@@ -1,0 +1,180 @@
+"""The geops Spark application: ``spark-submit app/main.py [options]`` or ``geops app``.
+
+Reads publications from Kafka, joins them with the partitioned subscriptions (one of the four
+strategies, static-local or stream-local), writes matches, and reports per-partition load on
+the metrics topic while following rebalance commands from the control topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import config
+from config import Config, ConfigError
+
+log = logging.getLogger("geops.app")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="geops app",
+        description="Run the geops streaming app: publications from Kafka are matched against "
+                    "the subscriptions topic; matches, per-partition load and dead letters go "
+                    "to Kafka; rebalance commands on the control topic are applied between "
+                    "micro-batches.")
+    parser.add_argument("--starting-offsets", choices=("earliest", "latest"),
+                        default="earliest",
+                        help="where a new query (no checkpoint yet) starts reading "
+                             "publications (default: earliest)")
+    config.add_arguments(parser, ["kafka", "state", "topics", "app", "spark"])
+    return parser
+
+
+def checkpoint_dir(cfg: Config) -> str:
+    return cfg["app.checkpoint"] or str(cfg.state_dir() / "checkpoints" / cfg["app.app_id"])
+
+
+def _session(cfg: Config):
+    """A Spark session honouring spark-submit's settings, else our configured master."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf()
+    if not conf.contains("spark.master"):
+        conf.setMaster(cfg["spark.master"])
+    for key, value in cfg["spark.conf"].items():
+        if not conf.contains(key):
+            conf.set(key, str(value))
+    conf.setAppName(f"geops-{cfg['app.app_id']}")
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def run(cfg: Config, starting_offsets: str = "earliest") -> int:
+    """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
+    from app.batch import BatchRunner, BatchState, Topics
+    from app.control import ControlChannel
+    from app.offsetlog import initial_offsets_path
+    from app.source import KafkaSource
+    from app.static import StaticSide
+    from app.subscriptions import load_subscriptions
+    from geops.strategies import build_strategy
+    from kafkaio.clients import KafkaUnavailable, check_reachable
+    from schemas.assignment import initial_assignment
+
+    kafka_conf = cfg.kafka_client()
+    topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
+                    cfg.topic("control"), cfg.topic("dead_letter"))
+    app_id = cfg["app.app_id"]
+    try:
+        check_reachable(cfg)
+        subs, report = load_subscriptions(kafka_conf, cfg.topic("subscriptions"))
+    except KafkaUnavailable as exc:
+        log.error("%s", exc)
+        return EXIT_FAILED
+    if len(subs) == 0:
+        log.error("no subscriptions on topic '%s' (%d records, %d tombstones, %d skipped); "
+                  "load some with `geops subscribe`", cfg.topic("subscriptions"),
+                  report.records, report.tombstones, report.skipped)
+        return EXIT_FAILED
+    spark = _session(cfg)
+    sc = spark.sparkContext
+    workers = cfg["app.workers"] or sc.defaultParallelism
+    t = time.perf_counter()
+    strategy = build_strategy(cfg["app.strategy"], subs, cfg["app.partitions"],
+                              cfg["app.partitioner"])
+    partitions = strategy.num_partitions
+    log.info("%d subscriptions (%d records read, %d skipped) in %d partitions for %s with a %s "
+             "partitioner, %d workers, %s join (built in %.1f s)", len(subs), report.records,
+             report.skipped, partitions, strategy.name, cfg["app.partitioner"], workers,
+             cfg["app.join"], time.perf_counter() - t)
+    if partitions < 4 * workers:
+        log.warning("only %d static partitions for %d workers; keep P >= 4 W so the "
+                    "distributor can balance", partitions, workers)
+    control = ControlChannel(kafka_conf, topics.control, app_id, partitions, workers)
+    recovered = control.recover()
+    if recovered is not None:
+        epoch, assignment = recovered.epoch, list(recovered.assignment)
+        log.info("recovered epoch %d from the control topic", epoch)
+    else:
+        epoch, assignment = 0, initial_assignment(partitions, workers)
+    static = StaticSide(sc, strategy, cfg["app.join"], workers, assignment, epoch)
+    log.info("static data: %d bytes in %d partitions", static.total_bytes, partitions)
+    state = BatchState(epoch, assignment)
+    checkpoint = checkpoint_dir(cfg)
+    runner = BatchRunner(app_id=app_id, strategy=strategy,
+                         router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
+                         workers=workers, static=static, control=control, topics=topics,
+                         kafka_conf=kafka_conf, state=state, checkpoint=checkpoint)
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    spark.dataSource.register(KafkaSource)
+    reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
+              .option("kafka", json.dumps(kafka_conf))
+              .option("startingOffsets", starting_offsets)
+              .option("initialOffsetsPath", initial_offsets_path(checkpoint)))
+    if cfg["app.max_records_per_trigger"]:
+        reader = reader.option("maxRecordsPerTrigger", str(cfg["app.max_records_per_trigger"]))
+    query = (reader.load().writeStream.foreachBatch(runner)
+             .option("checkpointLocation", checkpoint)
+             .trigger(processingTime=f"{int(cfg['app.trigger'] * 1000)} milliseconds")
+             .queryName(app_id).start())
+    state.last_input = time.monotonic()
+    log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
+    stopping = []
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s; stopping after the current batch", signal.Signals(signum).name)
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    idle = cfg["app.stop_after_idle"]
+    code = EXIT_OK
+    try:
+        while query.isActive:
+            query.awaitTermination(0.2)
+            quiet = time.monotonic() - state.last_input
+            if query.status["isDataAvailable"] or query.status["isTriggerActive"]:
+                quiet = 0.0 if not stopping else quiet
+            if (stopping or (idle and quiet >= idle)) and not state.busy:
+                if not stopping:
+                    log.info("no input for %.0f s; stopping", quiet)
+                query.stop()
+        if query.exception() is not None:
+            log.error("the streaming query failed: %s", query.exception())
+            code = EXIT_FAILED
+    finally:
+        runner.close()
+        control.close()
+        static.close()
+        log.info("stopped after %d batches, %d records", state.batches, state.records)
+        spark.stop()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config.from_args(args)
+    except ConfigError as exc:
+        print(f"geops app: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run(cfg, args.starting_offsets)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""What runs inside Spark tasks: decode + route on the stream side, join + match per worker.
+
+Records crossing the shuffle are keyed by target worker and tagged:
+
+- ``("I", pid, keys, ids, wkbs, event_ms, cand_offsets, cand_ids)`` stream items for one static
+  partition, column-wise (one record per partition per input task, not one per item);
+- ``("P", keys, ids, event_ms)`` every valid publication of an input task, sent only when
+  DISJOINT subscriptions exist (they match publications that reach no partition);
+- ``("S", records, dead_letters)`` input-task statistics;
+- ``("Z", pid, payload)`` a static partition (from the cache in STAL, shipped each batch in
+  STRL).
+
+The join task returns ``("M", pid, PartialMatches, matched_keys, matched_ids, matched_event_ms)``
+and
+``("L", load)`` per partition it handled, plus the "P"/"S" records unchanged, and one
+``("W", worker, busy_ns)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import shapely
+
+from geops.model import geometry_problems
+from schemas import DecodeError, codec
+
+# (topic partition, offset) -> one int64 key per publication, unique within a batch and stable
+# across replays of the same offsets.
+KEY_PARTITION_SHIFT = 40
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    """What a stream-side task needs; pickled into the task closure (keep it small)."""
+
+    router: Any                 # Broadcast of the strategy's router
+    assignment: tuple[int, ...]
+    workers: int
+    with_presence: bool
+    dead_letter_topic: str
+    kafka_conf: dict[str, str] = field(default_factory=dict)
+    app_id: str = ""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record of the publications topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class JoinContext:
+    """What a join task needs: which static partitions it owns and how to key their memo."""
+
+    strategy: str
+    join: str                               # STAL or STRL
+    residency: tuple[tuple[int, int], ...]  # per partition: (static version, residency epoch)
+
+
+def publication_key(kafka_partition: int, offset: int) -> int:
+    return (kafka_partition << KEY_PARTITION_SHIFT) | offset
+
+
+def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
+    """Read Kafka ranges, then decode and route their publications (see ``decode_route``)."""
+    from app.source import iter_range
+
+    records = (Record(part.topic, p, o, k, v)
+               for part in parts for p, o, k, v, _ in iter_range(ctx.kafka_conf, part))
+    return decode_route(ctx, records)
+
+
+def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
+    """Decode publications, dead-letter the bad ones, route the rest to (worker, partition).
+
+    ``rows`` need ``topic``, ``partition``, ``offset``, ``key`` and ``value`` attributes.
+    """
+    c = codec()
+    keys: list[int] = []
+    ids: list[int] = []
+    wkbs: list[bytes] = []
+    times: list[int] = []
+    dead: list[tuple[Any, str]] = []
+    decoded: list[Any] = []
+    count = 0
+    for row in rows:
+        count += 1
+        try:
+            rec = c.decode_as("Publication", row.value)
+        except DecodeError as exc:
+            dead.append((row, str(exc)))
+            continue
+        keys.append(publication_key(row.partition, row.offset))
+        ids.append(rec["id"])
+        wkbs.append(rec["geometry"])
+        times.append(rec["event_time"])
+        decoded.append(row)
+    good = np.ones(len(keys), bool)
+    if keys:
+        geoms = shapely.from_wkb(np.array(wkbs, dtype=object), on_invalid="ignore")
+        for i, problem in enumerate(geometry_problems(geoms)):
+            if problem is not None:
+                good[i] = False
+                reason = "unreadable WKB geometry" if problem == "missing geometry" else problem
+                dead.append((decoded[i], reason))
+    if dead:
+        _dead_letter(ctx, dead)
+    yield 0, ("S", count, len(dead))
+    if not good.any():
+        return
+    idx = np.flatnonzero(good)
+    key_arr = np.array(keys, np.int64)[idx]
+    id_arr = np.array(ids, np.int64)[idx]
+    time_arr = np.array(times, np.int64)[idx]
+    wkb_arr = np.array(wkbs, dtype=object)[idx]
+    geoms = geoms[idx]
+    routed = ctx.router.value.route(geoms)
+    assignment = ctx.assignment
+    for pid, items in routed.by_partition():
+        rows_ = items.pub_index
+        yield assignment[pid], ("I", pid, key_arr[rows_], id_arr[rows_], wkb_arr[rows_],
+                                time_arr[rows_], items.cand_offsets, items.cand_ids)
+    if ctx.with_presence:
+        target = key_arr % ctx.workers
+        for w in np.unique(target):
+            sel = target == w
+            yield int(w), ("P", key_arr[sel], id_arr[sel], time_arr[sel])
+
+
+def _dead_letter(ctx: RouteContext, dead: list[tuple[Any, str]]) -> None:
+    """Send undecodable/invalid records with their reason; flushed before the task ends."""
+    from kafkaio.sender import Sender
+
+    c = codec()
+    sender = Sender(ctx.kafka_conf)
+    now = int(time.time() * 1000)
+    for row, reason in dead:
+        sender.send(ctx.dead_letter_topic, c.encode("DeadLetter", {
+            "topic": row.topic, "partition": row.partition, "offset": row.offset,
+            "reason": reason, "key": row.key, "payload": row.value, "time": now,
+            "app_id": ctx.app_id,
+        }), key=row.key)
+    sender.flush()
+
+
+# Static partitions resident in this Python worker process (STAL), keyed by partition:
+# (static version, residency epoch) -> matcher. A partition that moves gets a new residency
+# epoch, so its new owner builds it again; stale entries are dropped when seen.
+_RESIDENT: dict[int, tuple[tuple[int, int], Any]] = {}
+
+
+def resident_partitions() -> dict[int, tuple[int, int]]:
+    """What this process holds (partition -> residency key); for tests and diagnostics."""
+    return {pid: key for pid, (key, _) in _RESIDENT.items()}
+
+
+@dataclass
+class _Chunks:
+    keys: list[np.ndarray] = field(default_factory=list)
+    ids: list[np.ndarray] = field(default_factory=list)
+    wkbs: list[np.ndarray] = field(default_factory=list)
+    times: list[np.ndarray] = field(default_factory=list)
+    offsets: list[np.ndarray] = field(default_factory=list)
+    cands: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, keys, ids, wkbs, times, offsets, cands) -> None:
+        self.keys.append(keys)
+        self.ids.append(ids)
+        self.wkbs.append(wkbs)
+        self.times.append(times)
+        if offsets is not None:
+            self.offsets.append(offsets)
+            self.cands.append(cands)
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any, Any]:
+        keys = np.concatenate(self.keys)
+        ids = np.concatenate(self.ids)
+        wkbs = np.concatenate(self.wkbs)
+        times = np.concatenate(self.times)
+        if not self.offsets:
+            return keys, ids, wkbs, times, None, None
+        lengths = np.concatenate([np.diff(o) for o in self.offsets])
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return keys, ids, wkbs, times, offsets, np.concatenate(self.cands)
+
+
+def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
+         ) -> Iterator[tuple]:
+    """Join the stream items of this worker with its static partitions and match them."""
+    from geops.strategies import load_partition
+
+    started = time.perf_counter_ns()
+    payloads: dict[int, bytes] = {}
+    chunks: dict[int, _Chunks] = defaultdict(_Chunks)
+    for _, rec in records:
+        tag = rec[0]
+        if tag == "I":
+            chunks[rec[1]].add(*rec[2:])
+        elif tag == "Z":
+            payloads[rec[1]] = rec[2]
+        else:
+            yield rec
+    for pid in sorted(chunks):
+        t0 = time.perf_counter_ns()
+        builds = 0
+        shipped = 0
+        key = ctx.residency[pid]
+        held = _RESIDENT.get(pid) if ctx.join == "STAL" else None
+        if held is not None and held[0] == key:
+            matcher = held[1]
+        else:
+            payload = payloads.get(pid)
+            if payload is None:
+                raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
+                                   f"stream was routed with another assignment")
+            matcher = load_partition(ctx.strategy, payload)
+            builds = 1
+            if ctx.join == "STAL":
+                _RESIDENT[pid] = (key, matcher)
+            else:
+                shipped = len(payload)
+        keys, ids, wkbs, times, offsets, cands = chunks[pid].columns()
+        geoms = shapely.from_wkb(wkbs)
+        partial = matcher.match(keys, geoms, offsets, cands)
+        matched = np.unique(partial.keys)
+        order = np.argsort(keys, kind="stable")
+        pos = order[np.searchsorted(keys, matched, sorter=order)]
+        ns = time.perf_counter_ns() - t0
+        yield ("M", pid, partial, matched, ids[pos], times[pos])
+        yield ("L", pid, worker, len(keys), ns, partial.candidates, len(partial.keys), builds,
+               shipped)
+    if ctx.join == "STAL":
+        for pid in [p for p, (k, _) in _RESIDENT.items() if k != ctx.residency[p]]:
+            del _RESIDENT[pid]
+    yield ("W", worker, time.perf_counter_ns() - started)
