@@ -1,0 +1,164 @@
+"""Control commands mid-stream, and bad publications going to the dead-letter topic."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import shapely
+
+from cli.produce import produce_records, publication_records
+from geops.strategies import build_strategy
+from kafkaio.clients import consumer
+from kafkaio.dump import by_schema
+from kafkaio.offsets import EndOffsets
+from kafkaio.sender import Sender
+from schemas import codec
+from schemas.assignment import initial_assignment
+from tests.app.conftest import load, matches, metrics, run_app
+
+pytestmark = pytest.mark.integration
+
+P, W = 16, 2
+
+
+def command(epoch: int, assignment: list[int], app_id: str = "") -> bytes:
+    return codec().encode("RebalanceCommand", {
+        "epoch": epoch, "assignment": assignment, "moves": [], "mldc_before": 1.0,
+        "mldc_predicted": 0.1, "metric": "LB", "reason": "test", "time": 0, "app_id": app_id})
+
+
+def wait_for_batches(cfg, n: int, timeout: float = 120.0) -> bool:
+    """True once the app has reported ``n`` batch summaries on the metrics topic."""
+    c = consumer(cfg.kafka_client())
+    from confluent_kafka import TopicPartition
+
+    c.assign([TopicPartition(cfg.topic("metrics"), 0, 0)])
+    seen = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for msg in c.consume(100, timeout=0.2):
+                if msg.error() is None and codec().decode(msg.value())[0] == "BatchSummary":
+                    seen += 1
+            if seen >= n:
+                return True
+    finally:
+        c.close()
+    return False
+
+
+def test_command_mid_stream_moves_partitions_without_losing_matches(workload, kafka_cfg):
+    load(kafka_cfg, workload)
+    old = initial_assignment(P, W)
+    new = list(old)
+    new[0], new[1], new[14], new[15] = 1, 1, 0, 0
+    control = kafka_cfg.topic("control")
+    sent = threading.Event()
+
+    def commander() -> None:
+        if not wait_for_batches(kafka_cfg, 2):
+            return
+        s = Sender(kafka_cfg.kafka_client())
+        s.send(control, b"\x00garbage")                        # malformed
+        s.send(control, command(0, new))                      # not newer than epoch 0
+        s.send(control, command(5, new[:-1]))                 # wrong length
+        s.send(control, command(6, [0] * (P - 1) + [W]))      # worker out of range
+        s.send(control, command(7, new, app_id="someone"))    # another app's
+        s.send(control, command(3, new, app_id="geops"))      # the one to apply
+        s.flush()
+        sent.set()
+
+    thread = threading.Thread(target=commander, daemon=True)
+    thread.start()
+    assert run_app("--strategy", "sPIS", "--partitions", str(P),
+                   "--max-records-per-trigger", "100") == 0
+    thread.join(5)
+    assert sent.is_set(), "the app finished before the command could be sent"
+
+    got = matches(kafka_cfg)
+    assert all(len(v) == 1 for v in got.values())  # nothing lost, nothing duplicated
+    assert {k: v[0] for k, v in got.items()} == workload.oracle
+
+    m = metrics(kafka_cfg)
+    epochs = [s["epoch"] for s in m["BatchSummary"]]
+    assert epochs[0] == 0 and epochs[-1] == 3
+    assert epochs == sorted(epochs) and set(epochs) == {0, 3}  # switched once, at a boundary
+    (move,) = m["MoveReport"]
+    assert move["epoch"] == 3 and sorted(move["partitions_moved"]) == [0, 1, 14, 15]
+    strategy = build_strategy("sPIS", workload.subs, P, "kdbtree")
+    assert move["bytes"] == sum(len(strategy.partition_payload(p)) for p in (0, 1, 14, 15))
+    for load_ in m["PartitionLoad"]:
+        owner = new if load_["epoch"] == 3 else old
+        assert load_["worker"] == owner[load_["partition"]]
+    moved_after = [r for r in m["PartitionLoad"]
+                   if r["epoch"] == 3 and r["partition"] in (0, 1, 14, 15) and r["items"]]
+    assert any(r["index_builds"] for r in moved_after)  # the new owner built them
+
+
+def test_restart_recovers_assignment_from_control_topic(workload, kafka_cfg):
+    load(kafka_cfg, workload)
+    new = [1] * 8 + [0] * 8
+    s = Sender(kafka_cfg.kafka_client())
+    s.send(kafka_cfg.topic("control"), command(4, initial_assignment(P, W)))
+    s.send(kafka_cfg.topic("control"), command(9, new))
+    s.flush()
+    assert run_app("--strategy", "RIsPS", "--partitions", str(P),
+                   "--max-records-per-trigger", "500") == 0
+    m = metrics(kafka_cfg)
+    assert {s["epoch"] for s in m["BatchSummary"]} == {9}
+    assert all(r["worker"] == new[r["partition"]] for r in m["PartitionLoad"])
+    assert {k: v[0] for k, v in matches(kafka_cfg).items()} == workload.oracle
+
+
+def test_bad_publications_go_to_dead_letter_with_reasons(workload, kafka_cfg):
+    load(kafka_cfg, workload)
+    topic = kafka_cfg.topic("publications")
+    c = codec()
+    bad = {
+        b"garbage": (b"not avro at all", "missing C3 01 marker"),
+        b"match": (c.encode("Match", {"publication_id": 1, "subscription_ids": [], "event_time": 0,
+                                      "match_time": 0, "batch_id": 0}),
+                   "expected a Publication record, got Match"),
+        b"bowtie": (c.encode("Publication", {
+            "id": 90001, "event_time": 0,
+            "geometry": shapely.to_wkb(shapely.from_wkt("POLYGON ((0 0, 1 1, 1 0, 0 1, 0 0))"))}),
+            "invalid geometry: Self-intersection"),
+        b"empty": (c.encode("Publication", {"id": 90002, "event_time": 0,
+                                            "geometry": shapely.to_wkb(shapely.Point())}),
+                   "empty geometry"),
+        b"nan": (c.encode("Publication", {"id": 90003, "event_time": 0,
+                                          "geometry": shapely.to_wkb(shapely.Point(np.nan, 1))}),
+                 "non-finite coordinate"),
+        b"badwkb": (c.encode("Publication", {"id": 90004, "event_time": 0,
+                                             "geometry": b"\x01\x02\x03"}),
+                    "unreadable WKB geometry"),
+        b"tombstone": (None, "empty record (null value)"),
+    }
+    ends_before = EndOffsets(kafka_cfg.kafka_client())(topic)
+    s = Sender(kafka_cfg.kafka_client())
+    for key, (value, _) in bad.items():
+        s.send(topic, value, key=key, partition=0)
+    s.flush()
+    # and some more good ones after them, which must still be matched
+    produce_records(kafka_cfg.kafka_client(), topic, "Publication",
+                    publication_records(workload.pubs.take(np.arange(50))))
+    assert run_app("--strategy", "sPS", "--max-records-per-trigger", "400") == 0
+
+    dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
+    assert len(dead) == len(bad)
+    for rec in dead:
+        value, reason = bad[rec["key"]]
+        assert reason in rec["reason"]
+        assert rec["payload"] == value
+        assert rec["topic"] == topic and rec["partition"] == 0
+        assert ends_before[0] <= rec["offset"] < ends_before[0] + len(bad)
+        assert rec["app_id"] == "geops"
+    summaries = metrics(kafka_cfg)["BatchSummary"]
+    assert sum(s["dead_letters"] for s in summaries) == len(bad)
+    assert sum(s["records"] for s in summaries) == len(workload.pubs) + len(bad) + 50
+    got = matches(kafka_cfg)
+    assert {k: v[0] for k, v in got.items()} == workload.oracle
+    assert all(len(v) == 2 for k, v in got.items() if k < 50 and k in workload.oracle)

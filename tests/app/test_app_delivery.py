@@ -1,0 +1,106 @@
+"""Delivery across a driver crash, and the app on a standalone Spark cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from tests.app.conftest import load, matches, metrics, run_app
+from tests.app.test_app_control import wait_for_batches
+
+pytestmark = pytest.mark.integration
+
+SPARK_HOME = Path(pyspark.__file__).parent
+SPARK_BIN = SPARK_HOME / "bin"
+
+
+def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_path):
+    """kill -9 the driver mid-stream; a restart with the same checkpoint completes the work."""
+    load(kafka_cfg, workload)
+    args = [sys.executable, "-m", "cli.main", "app", "--master", "local[2]", "--workers", "2",
+            "--strategy", "sPIS", "--trigger", "200ms", "--max-records-per-trigger", "100",
+            "--stop-after-idle", "2s"]
+    env = {**os.environ, **geops_env}
+    with open(tmp_path / "first-run.log", "w") as log:
+        first = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        try:
+            started = wait_for_batches(kafka_cfg, 3, timeout=180)
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)  # the driver's Python, its JVM and workers
+            first.wait(30)
+    assert started, (tmp_path / "first-run.log").read_text()[-3000:]
+    done_before = len(metrics(kafka_cfg)["BatchSummary"])
+    assert done_before < 15, "the first run finished before it could be killed"
+
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    got = matches(kafka_cfg)
+    assert set(got) == set(workload.oracle)  # every matched publication is there
+    for pub, lists in got.items():
+        assert all(ids == workload.oracle[pub] for ids in lists)  # replays repeat the same
+    records = sum(s["records"] for s in metrics(kafka_cfg)["BatchSummary"])
+    assert records >= len(workload.pubs)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    """A Spark master and two 1-core workers started from the pyspark installation."""
+    port = _port()
+    master_url = f"spark://127.0.0.1:{port}"
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_WORKER_DIR": str(tmp_path), "PYSPARK_PYTHON": sys.executable}
+    procs = [subprocess.Popen(
+        [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.master.Master",
+         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_port())],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)]
+    for _ in range(2):
+        procs.append(subprocess.Popen(
+            [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker",
+             master_url, "--cores", "1", "--memory", "1g", "--webui-port", str(_port()),
+             "--work-dir", str(tmp_path)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the Spark master did not start"
+                time.sleep(0.5)
+        yield master_url
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_standalone_cluster_with_two_executors(workload, kafka_cfg, standalone_cluster):
+    load(kafka_cfg, workload)
+    code = run_app("--master", standalone_cluster, "--strategy", "RIhPS", "--join", "STAL",
+                   "--max-records-per-trigger", "500")
+    assert code == 0
+    assert {k: v[0] for k, v in matches(kafka_cfg).items()} == workload.oracle
+    summaries = metrics(kafka_cfg)["BatchSummary"]
+    assert summaries and all(s["workers"] == 2 for s in summaries)
