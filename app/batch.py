@@ -114,9 +114,10 @@ class BatchRunner:
                   .partitionBy(self.workers, by_worker))
         joined = self.static.for_batch().union(stream)
         out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
-        self._write(batch_id, started, t0, out)
+        self._write(batch_id, started, t0, (time.perf_counter() - t0) * 1000, out)
 
-    def _write(self, batch_id: int, started: int, t0: float, out: list[tuple]) -> None:
+    def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
+               out: list[tuple]) -> None:
         state = self.state
         partials: list[PartialMatches] = []
         known_keys, known_ids, known_times = [], [], []
@@ -131,9 +132,7 @@ class BatchRunner:
                 known_ids.append(rec[4])
                 known_times.append(rec[5])
             elif tag == "L":
-                _, pid, worker, items, ns, cands, matches, builds, shipped = rec
-                loads[pid] = PartitionLoad(pid, worker, items, ns, cands, matches, builds,
-                                           shipped)
+                loads[rec[1]] = PartitionLoad(*rec[1:])
             elif tag == "P":
                 known_keys.append(rec[1])
                 known_ids.append(rec[2])
@@ -143,6 +142,7 @@ class BatchRunner:
                 dead += rec[2]
             elif tag == "W":
                 busiest_ns = max(busiest_ns, rec[2])
+        t_write = time.perf_counter()
         keys, ids, times = _unique_keys(known_keys, known_ids, known_times)
         mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),
                                         partials, self.disjoint)
@@ -165,6 +165,7 @@ class BatchRunner:
         mean, p50, p99 = latency_stats(pub_times, match_ms)
         items = sum(load.items for load in loads.values())
         self.sender.flush()
+        write_ms = (time.perf_counter() - t_write) * 1000
         ended = _now_ms()
         self._send_metric("BatchSummary", {
             "app_id": self.app_id, "batch_id": batch_id, "epoch": state.epoch,
@@ -172,7 +173,8 @@ class BatchRunner:
             "partitions": self.partitions, "records": records, "dead_letters": dead,
             "items": items, "matched_publications": len(mkeys), "start_time": started,
             "end_time": ended, "duration_ms": (time.perf_counter() - t0) * 1000,
-            "join_stage_ms": busiest_ns / 1e6, "latency_mean_ms": mean,
+            "join_stage_ms": busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
+            "latency_mean_ms": mean,
             "latency_p50_ms": p50, "latency_p99_ms": p99})
         self.sender.flush()
         state.batches += 1

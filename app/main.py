@@ -59,6 +59,12 @@ def _session(cfg: Config):
     conf.setAppName(f"geops-{cfg['app.app_id']}")
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # Working through a backlog, every batch outlasts the trigger interval; Spark would warn
+    # about it once per batch.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
+        jvm.org.apache.logging.log4j.Level.ERROR)
     return spark
 
 

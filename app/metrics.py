@@ -19,13 +19,14 @@ class PartitionLoad:
     matches: int = 0
     index_builds: int = 0
     static_bytes: int = 0
+    build_ns: int = 0
 
     def record(self, app_id: str, batch_id: int, epoch: int, now_ms: int) -> dict:
         return {"app_id": app_id, "batch_id": batch_id, "epoch": epoch,
                 "partition": self.partition, "worker": self.worker, "items": self.items,
                 "processing_ns": self.processing_ns, "candidates": self.candidates,
                 "matches": self.matches, "index_builds": self.index_builds,
-                "static_bytes": self.static_bytes, "time": now_ms}
+                "static_bytes": self.static_bytes, "build_ns": self.build_ns, "time": now_ms}
 
 
 def latency_stats(event_ms: np.ndarray, match_ms: int) -> tuple[float | None, ...]:
