@@ -1,0 +1,1 @@
+"""Benchmark harnesses that drive the whole product (broker, app, distributor) end to end."""

@@ -1,0 +1,120 @@
+"""The whole evaluation: run the plan, append every run's rows to CSVs, resume where it stopped.
+
+All modes and pipelines of one (skew, repeat) see the same generated stream, so modes are
+compared on identical work. Rows are appended as runs finish, so an interrupted full run
+(hours) resumes with ``--resume`` instead of starting again.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.paper.collect import read_run, run_rows
+from bench.paper.plan import RunSpec
+from bench.paper.runner import DistributorSettings, run
+from geops.workload import SkewSpec, Workload, generate_workload
+
+TABLES = ("runs", "batches", "loads", "status", "moves")
+
+
+class Tables:
+    """CSV files in ``out`` that rows are appended to (header written once)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        return self.out / f"{name}.csv"
+
+    def done(self) -> set[str]:
+        """Run ids already in runs.csv."""
+        if not self.path("runs").exists():
+            return set()
+        with open(self.path("runs")) as fh:
+            return {row["run_id"] for row in csv.DictReader(fh)}
+
+    def append(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        path = self.path(name)
+        fresh = not path.exists()
+        with open(path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            if fresh:
+                writer.writeheader()
+            writer.writerows(rows)
+
+
+class Workloads:
+    """Generated workloads, one per (skew, repeat, sizes, partitioning), made once."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, Workload] = {}
+
+    def get(self, spec: RunSpec) -> Workload:
+        key = (spec.skew, spec.repeat, spec.sizes, spec.partitions, spec.partitioner,
+               spec.workers, spec.hot_workers)
+        if key not in self._cache:
+            if len(self._cache) > 2:  # keep memory bounded: runs are grouped by this key
+                self._cache.clear()
+            skew = SkewSpec(workers=spec.workers, hot_workers=spec.hot_workers,
+                            partitions=spec.partitions, partitioner=spec.partitioner,
+                            target=spec.skew)
+            self._cache[key] = generate_workload(
+                seed=1000 + spec.repeat, subscriptions=spec.sizes.subscriptions,
+                publications=spec.sizes.publications, skew=skew)
+        return self._cache[key]
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import os
+
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {"cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "pyspark": pyspark.__version__,
+            "java": java.splitlines()[0] if java else "unknown",
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: DistributorSettings,
+             resume: bool = True, log: Callable[[str], None] = print) -> Tables:
+    """Run every spec not already recorded; return the tables written."""
+    tables = Tables(out)
+    done = tables.done() if resume else set()
+    if not resume:
+        for name in TABLES:
+            tables.path(name).unlink(missing_ok=True)
+    (out / "meta.json").write_text(json.dumps(
+        {"machine": machine(), "command": sys.argv, "distributor": settings.__dict__},
+        indent=1))
+    todo = [s for s in plan if s.run_id not in done]
+    log(f"{len(plan)} runs planned, {len(plan) - len(todo)} already recorded, {len(todo)} to go")
+    workloads = Workloads()
+    # group by workload so each stream is generated once
+    todo.sort(key=lambda s: (s.repeat, s.skew, s.sizes.subscriptions, s.pipeline))
+    for n, spec in enumerate(todo, 1):
+        t0 = time.monotonic()
+        workload = workloads.get(spec)
+        data = run(spec, workload, workdir, settings, read_run)
+        rows = run_rows(spec, data, time.monotonic() - t0)
+        for name in TABLES:
+            tables.append(name, rows.get(name, []))
+        r = rows["runs"][0]
+        log(f"[{n}/{len(todo)}] {spec.pipeline} {spec.mode} skew {spec.skew} r{spec.repeat}: "
+            f"{r['throughput']:,.0f} pub/s, latency p99 {r['latency_p99_ms'] or 0:,.0f} ms, "
+            f"hot share {r['skew_items']:.2f} items / {r['skew_load']:.2f} time, "
+            f"{r['rebalances']} rebalance(s) ({r['wall_s']:.0f} s)")
+    return tables
+

@@ -1,0 +1,94 @@
+"""Which runs make up the paper's evaluation here, and their sizes.
+
+A mode is a join location plus a balancing: Static modes keep the initial assignment (the
+distributor only observes and reports MLDC), Dynamic modes let it command rebalances using
+processing time (LB) or item counts (DB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MODES: dict[str, tuple[str, str]] = {
+    "Static STRL": ("STRL", "static"),
+    "Static STAL": ("STAL", "static"),
+    "Dynamic LB STAL": ("STAL", "LB"),
+    "Dynamic DB STAL": ("STAL", "DB"),
+    "Dynamic LB STRL": ("STRL", "LB"),
+    "Dynamic DB STRL": ("STRL", "DB"),
+}
+PIPELINES = ("sPS", "sPIS", "RIhPS", "RIsPS")
+SKEWS = (0.5, 0.6, 0.7, 0.8, 0.9)
+# Hash partitioning spreads a spatially skewed stream evenly: RIhPS can only be balanced.
+HASH_SKEWS = (0.5,)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Workload and batch sizes of one pipeline (batches long enough that the join dominates
+    Spark's fixed per-batch cost on this machine, streams long enough for >= 60 s)."""
+
+    subscriptions: int
+    publications: int
+    max_records_per_trigger: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One physical run."""
+
+    pipeline: str
+    mode: str
+    skew: float
+    repeat: int
+    sizes: Sizes
+    workers: int = 2
+    hot_workers: int = 1
+    partitions: int = 64
+    partitioner: str = "kdbtree"
+
+    @property
+    def join(self) -> str:
+        return MODES[self.mode][0]
+
+    @property
+    def balancing(self) -> str:
+        return MODES[self.mode][1]
+
+    @property
+    def run_id(self) -> str:
+        mode = self.mode.replace(" ", "")
+        return f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}-r{self.repeat}"
+
+
+FULL_SIZES = {
+    "sPS": Sizes(10_000, 60_000, 3_000),
+    "sPIS": Sizes(10_000, 200_000, 10_000),
+    "RIhPS": Sizes(10_000, 150_000, 10_000),
+    "RIsPS": Sizes(10_000, 200_000, 10_000),
+}
+QUICK_SIZES = Sizes(2_000, 12_000, 3_000)
+
+
+def full_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
+              modes: tuple[str, ...] = tuple(MODES), skews: tuple[float, ...] = SKEWS,
+              sizes: dict[str, Sizes] | None = None) -> list[RunSpec]:
+    """Every pipeline x mode x skew x repeat; RIhPS only at the skews hashing allows."""
+    sizes = sizes or FULL_SIZES
+    runs = []
+    for repeat in range(repeats):
+        for pipeline in pipelines:
+            allowed = HASH_SKEWS if pipeline == "RIhPS" else skews
+            for skew in skews:
+                if skew not in allowed:
+                    continue
+                for mode in modes:
+                    runs.append(RunSpec(pipeline, mode, skew, repeat, sizes[pipeline]))
+    return runs
+
+
+def quick_plan() -> list[RunSpec]:
+    """CI's check of the harness: one pipeline, Static STAL vs Dynamic LB STAL, two skews."""
+    return [replace(spec, sizes=QUICK_SIZES, partitions=16)
+            for spec in full_plan(1, ("sPIS",), ("Static STAL", "Dynamic LB STAL"), (0.5, 0.9),
+                                  {"sPIS": QUICK_SIZES})]

@@ -1,0 +1,130 @@
+"""One physical run, done the paper's way: produce everything first, then start the app.
+
+Each run gets its own embedded broker (Tansu keeps topics in memory, so a broker per run keeps
+memory flat over hundreds of runs), its own topics and checkpoint. The distributor and the app
+run as separate processes, exactly as a user runs them (`geops distributor`, `geops app`); their
+logs are kept beside the run's data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import config
+from bench.paper.plan import RunSpec
+from cli.produce import produce_records, publication_records, subscription_records
+from geops.model import Publications
+from geops.workload import Workload
+from kafkaio import broker
+from kafkaio.topics import create_topics
+
+GEOPS = [sys.executable, "-m", "cli.main"]
+
+
+class RunFailed(RuntimeError):
+    """A run did not complete; the message points at its logs."""
+
+
+@dataclass(frozen=True)
+class DistributorSettings:
+    """Distributor parameters for every run (the paper's Table 1 unless overridden)."""
+
+    period: str = "10s"
+    min_items: int = 1000
+    wait_periods: int = 3
+    threshold: float = 0.5
+    min_improvement: float = 0.3
+
+
+def _env(address: str, state: Path) -> dict[str, str]:
+    return {**os.environ, "GEOPS_BOOTSTRAP_SERVERS": address, "GEOPS_STATE_DIR": str(state),
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
+    mode = "observe" if spec.balancing == "static" else "dynamic"
+    metric = "LB" if spec.balancing == "static" else spec.balancing
+    return [*GEOPS, "distributor", "--mode", mode, "--metric", metric,
+            "--period", settings.period, "--min-items", str(settings.min_items),
+            "--wait-periods", str(settings.wait_periods), "--threshold",
+            str(settings.threshold), "--min-improvement", str(settings.min_improvement)]
+
+
+def app_args(spec: RunSpec, trigger: str = "500ms", idle: str = "5s") -> list[str]:
+    return [*GEOPS, "app", "--master", f"local[{spec.workers}]", "--workers",
+            str(spec.workers), "--strategy", spec.pipeline, "--join", spec.join,
+            "--partitions", str(spec.partitions), "--partitioner", spec.partitioner,
+            "--max-records-per-trigger", str(spec.sizes.max_records_per_trigger),
+            "--trigger", trigger, "--stop-after-idle", idle]
+
+
+def load_workload(cfg: config.Config, workload: Workload) -> None:
+    """Create the run's topics; produce every subscription, then every publication stamped
+    with the time it was sent (latency is measured from there to its match)."""
+    create_topics(cfg)
+    conf = cfg.kafka_client()
+    produce_records(conf, cfg.topic("subscriptions"), "Subscription",
+                    subscription_records(workload.subscriptions))
+    pubs = workload.publications
+    now = int(time.time() * 1000)
+    stamped = Publications(pubs.ids, pubs.geoms, np.full(len(pubs), now, np.int64))
+    produce_records(conf, cfg.topic("publications"), "Publication",
+                    publication_records(stamped))
+
+
+def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorSettings,
+        collect: Callable[[config.Config], dict], timeout: float = 3600.0,
+        during: Callable[[config.Config], None] | None = None) -> dict:
+    """Run ``spec`` on ``workload``; returns what ``collect`` reads from the run's topics.
+
+    ``during`` (optional) is called once the app runs, e.g. to force a rebalance.
+    """
+    state = workdir / spec.run_id
+    state.mkdir(parents=True, exist_ok=True)
+    info, _ = broker.start(state, port=0)
+    try:
+        env = _env(info.address, state)
+        cfg = config.load(environ=env)
+        load_workload(cfg, workload)
+        with open(state / "distributor.log", "w") as dlog, open(state / "app.log", "w") as alog:
+            dist = subprocess.Popen(distributor_args(spec, settings), env=env, stdout=dlog,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                app = subprocess.Popen(app_args(spec), env=env, stdout=alog,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+                try:
+                    if during is not None:
+                        during(cfg)
+                    code = app.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(app.pid, signal.SIGKILL)
+                    raise RunFailed(f"{spec.run_id}: the app did not finish within "
+                                    f"{timeout:.0f} s; see {state / 'app.log'}") from None
+                if code != 0:
+                    raise RunFailed(f"{spec.run_id}: the app exited with {code}; see "
+                                    f"{state / 'app.log'}")
+            finally:
+                _stop(dist)
+        return collect(cfg)
+    finally:
+        broker.stop(state)
+
+
+def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
+    """SIGTERM a process group, then SIGKILL what is left."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
