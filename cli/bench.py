@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from cli.bench_paper import register_paper
 from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
@@ -88,4 +89,5 @@ def _kernel(args: argparse.Namespace) -> int:
 
 
 # One register function per `geops bench` subcommand.
-BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (register_kernel,)
+BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (register_kernel,
+                                                                     register_paper)

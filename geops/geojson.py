@@ -144,20 +144,16 @@ def read_subscriptions(
     return Subscriptions(ids, geoms, rels), keep, rejected
 
 
-def _feature(geom: Any, props: dict[str, Any]) -> dict[str, Any]:
-    geometry = json.loads(shapely.to_geojson(geom))
-    return {"type": "Feature", "properties": props, "geometry": geometry}
-
-
-def write_feature_collection(
-    path: str | os.PathLike[str], features: Iterable[dict[str, Any]]
-) -> None:
+def write_feature_collection(path: str | os.PathLike[str], geoms: np.ndarray,
+                             properties: Iterable[dict[str, Any]]) -> None:
+    """Write geometries with their properties; geometries are serialised in one GEOS call."""
+    texts = shapely.to_geojson(np.asarray(geoms, dtype=object)) if len(geoms) else []
     with open(path, "w", encoding="utf-8") as fh:
         fh.write('{"type": "FeatureCollection", "features": [\n')
-        for n, feat in enumerate(features):
-            if n:
-                fh.write(",\n")
-            fh.write(json.dumps(feat, separators=(",", ":")))
+        for n, (text, props) in enumerate(zip(texts, properties, strict=True)):
+            fh.write(",\n" if n else "")
+            fh.write(f'{{"type":"Feature","properties":{json.dumps(props, separators=(",", ":"))}'
+                     f',"geometry":{text}}}')
         fh.write("\n]}\n")
 
 
@@ -165,28 +161,20 @@ def write_publications(path: str | os.PathLike[str], pubs: Publications,
                        extra: dict[str, np.ndarray] | None = None) -> None:
     """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer)."""
     extra = extra or {}
-
-    def gen() -> Iterable[dict[str, Any]]:
-        for k in range(len(pubs)):
-            props = {"id": int(pubs.ids[k]), "event_time": int(pubs.event_time[k])}
-            props.update({name: _plain(col[k]) for name, col in extra.items()})
-            yield _feature(pubs.geoms[k], props)
-
-    write_feature_collection(path, gen())
+    props = ({"id": int(pubs.ids[k]), "event_time": int(pubs.event_time[k]),
+              **{name: _plain(col[k]) for name, col in extra.items()}}
+             for k in range(len(pubs)))
+    write_feature_collection(path, pubs.geoms, props)
 
 
 def write_subscriptions(path: str | os.PathLike[str], subs: Subscriptions,
                         extra: dict[str, np.ndarray] | None = None) -> None:
     """Write subscriptions as GeoJSON with ``properties.relation`` as the relation name."""
     extra = extra or {}
-
-    def gen() -> Iterable[dict[str, Any]]:
-        for k in range(len(subs)):
-            props = {"id": int(subs.ids[k]), "relation": Relation(int(subs.relations[k])).name}
-            props.update({name: _plain(col[k]) for name, col in extra.items()})
-            yield _feature(subs.geoms[k], props)
-
-    write_feature_collection(path, gen())
+    props = ({"id": int(subs.ids[k]), "relation": Relation(int(subs.relations[k])).name,
+              **{name: _plain(col[k]) for name, col in extra.items()}}
+             for k in range(len(subs)))
+    write_feature_collection(path, subs.geoms, props)
 
 
 def _plain(value: Any) -> Any:

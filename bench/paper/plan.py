@@ -46,6 +46,7 @@ class RunSpec:
     hot_workers: int = 1
     partitions: int = 64
     partitioner: str = "kdbtree"
+    label: str = ""  # tells apart runs that differ in something else (e.g. static size)
 
     @property
     def join(self) -> str:
@@ -58,7 +59,8 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         mode = self.mode.replace(" ", "")
-        return f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}-r{self.repeat}"
+        rid = f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}-r{self.repeat}"
+        return f"{rid}-{self.label}" if self.label else rid
 
 
 FULL_SIZES = {

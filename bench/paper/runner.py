@@ -9,6 +9,7 @@ logs are kept beside the run's data.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,23 +82,26 @@ def load_workload(cfg: config.Config, workload: Workload) -> None:
                     publication_records(stamped))
 
 
-def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorSettings,
+def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorSettings | None,
         collect: Callable[[config.Config], dict], timeout: float = 3600.0,
         during: Callable[[config.Config], None] | None = None) -> dict:
     """Run ``spec`` on ``workload``; returns what ``collect`` reads from the run's topics.
 
-    ``during`` (optional) is called once the app runs, e.g. to force a rebalance.
+    Without distributor ``settings`` no distributor runs (the assignment changes only if
+    ``during``, called once the app runs, commands it, e.g. to force a rebalance).
     """
     state = workdir / spec.run_id
-    state.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(state, ignore_errors=True)  # a failed earlier attempt's checkpoint must go
+    state.mkdir(parents=True)
     info, _ = broker.start(state, port=0)
     try:
         env = _env(info.address, state)
         cfg = config.load(environ=env)
         load_workload(cfg, workload)
         with open(state / "distributor.log", "w") as dlog, open(state / "app.log", "w") as alog:
-            dist = subprocess.Popen(distributor_args(spec, settings), env=env, stdout=dlog,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            dist = None if settings is None else subprocess.Popen(
+                distributor_args(spec, settings), env=env, stdout=dlog,
+                stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 app = subprocess.Popen(app_args(spec), env=env, stdout=alog,
                                        stderr=subprocess.STDOUT, start_new_session=True)
@@ -113,7 +117,8 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
                     raise RunFailed(f"{spec.run_id}: the app exited with {code}; see "
                                     f"{state / 'app.log'}")
             finally:
-                _stop(dist)
+                if dist is not None:
+                    _stop(dist)
         return collect(cfg)
     finally:
         broker.stop(state)

@@ -1,0 +1,124 @@
+"""`geops bench paper`: the paper's evaluation (Fig. 4-8) and a 16-worker simulation (Fig. 9).
+
+``--full`` runs every pipeline x mode x skew three times plus the Fig. 8 redistribution runs
+(hours on 2 cores; resumable), then draws the figures and writes the report. ``--quick`` runs one
+pipeline, Static STAL vs Dynamic LB STAL at two skews, on small data (minutes), and checks that
+the harness produced every file it should.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import config
+from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, settings
+
+QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json",
+               "fig4_throughput.png", "fig4_throughput.csv", "fig5_latency.png",
+               "fig5_latency.csv", "README.md")
+
+
+def register_paper(benches: argparse._SubParsersAction) -> None:
+    from bench.paper.plan import MODES, PIPELINES, SKEWS
+
+    p = benches.add_parser(
+        "paper", help="reproduce the paper's evaluation (six modes x four pipelines x skew)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="CI check: sPIS, Static STAL vs Dynamic LB STAL, skew 0.5 and 0.9")
+    size.add_argument("--full", action="store_true", help="everything (the default)")
+    p.add_argument("--out", metavar="DIR",
+                   help="results directory (default docs/results, or <state-dir>/bench-quick "
+                        "with --quick)")
+    p.add_argument("--workdir", metavar="DIR",
+                   help="per-run brokers, checkpoints and logs (default <state-dir>/bench-runs)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per point (3)")
+    p.add_argument("--pipelines", default=",".join(PIPELINES), metavar="LIST",
+                   help="subset of " + ",".join(PIPELINES))
+    p.add_argument("--modes", default=",".join(MODES), metavar="LIST",
+                   help="subset of the six modes, e.g. 'Static STAL,Dynamic LB STAL'")
+    p.add_argument("--skews", default=",".join(map(str, SKEWS)), metavar="LIST",
+                   help="skew coefficients with one hot worker of two (0.5 is balanced)")
+    p.add_argument("--no-resume", action="store_true",
+                   help="start over instead of skipping runs already in runs.csv")
+    p.add_argument("--report-only", action="store_true",
+                   help="only redraw the figures and rewrite the report from the CSVs")
+    config.add_arguments(p, ["state"])
+    p.set_defaults(func=_paper)
+
+
+def _list(text: str, allowed: tuple[str, ...] | None, flag: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad or not items:
+        raise CommandError(f"{flag}: unknown {', '.join(bad) or '(empty)'}; expected some of "
+                           f"{', '.join(allowed or ())}", EXIT_USAGE)
+    return items
+
+
+def _skews(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise CommandError(f"--skews: expected numbers, got {text!r}", EXIT_USAGE) from None
+    if not values or any(not 0.5 <= v < 1 for v in values):
+        raise CommandError("--skews: each skew must be in [0.5, 1) (one hot worker of two)",
+                           EXIT_USAGE)
+    return values
+
+
+def _paper(args: argparse.Namespace) -> int:
+    from bench.paper import redistribution
+    from bench.paper.harness import run_plan
+    from bench.paper.plan import MODES, PIPELINES, full_plan, quick_plan
+    from bench.paper.runner import DistributorSettings, RunFailed
+
+    cfg = settings(args)
+    if args.repeats < 1:
+        raise CommandError("--repeats must be at least 1", EXIT_USAGE)
+    out = Path(args.out) if args.out else (
+        cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results"))
+    workdir = Path(args.workdir) if args.workdir else cfg.state_dir() / "bench-runs"
+    t0 = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"geops bench paper: [{time.monotonic() - t0:7.0f}s] {message}", file=sys.stderr,
+              flush=True)
+
+    if not args.report_only:
+        try:
+            if args.quick:
+                # Short periods so a rebalance can happen within a short stream.
+                run_plan(quick_plan(), out, workdir,
+                         DistributorSettings(period="2s", min_items=500, wait_periods=2),
+                         resume=not args.no_resume, log=log)
+            else:
+                plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
+                                 _list(args.modes, tuple(MODES), "--modes"),
+                                 _skews(args.skews))
+                run_plan(plan, out, workdir, DistributorSettings(),
+                         resume=not args.no_resume, log=log)
+                redistribution.run_redistribution(redistribution.plan(args.repeats), out,
+                                                  workdir, resume=not args.no_resume, log=log)
+        except RunFailed as exc:
+            raise CommandError(str(exc), EXIT_FAILED) from None
+    _figures_and_report(out, log)
+    if args.quick:
+        missing = [name for name in QUICK_FILES if not (out / name).exists()]
+        if missing:
+            raise CommandError(f"the harness did not produce {', '.join(missing)} in {out}")
+        log(f"all {len(QUICK_FILES)} expected files are in {out}")
+    log(f"done; results in {out}")
+    return 0
+
+
+def _figures_and_report(out: Path, log) -> None:
+    from bench.paper import figures, report, simulate
+
+    simulate.run_simulation(out, log=log)
+    figures.make_all(out, log=log)
+    report.write_report(out)
