@@ -169,6 +169,9 @@ SETTINGS: tuple[Setting, ...] = (
             parse_duration, "D: monitoring period, e.g. 10s"),
     Setting("distributor.min_improvement", "distributor", "GEOPS_DISTRIBUTOR_MIN_IMPROVEMENT",
             "--min-improvement", _float, "miMLDC: required MLDC improvement"),
+    Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
+            "--stop-after-idle", parse_duration,
+            "stop once no metrics of the app arrived for this long (0 = never)"),
 )
 BY_PATH = {s.path: s for s in SETTINGS}
 FREE_TABLES = ("kafka.client", "spark.conf")

@@ -1,0 +1,314 @@
+"""The Dynamic Distributor service: the Kafka loop around the decision engine.
+
+Start-up: check that Kafka answers and the topics exist, then recover the epoch and assignment
+in force from the newest RebalanceCommand for this app on the compacted control topic (so an
+epoch is never reused after a restart), then follow the metrics topic from its *true* end
+(``kafkaio.offsets.EndOffsets``: the embedded broker's ListOffsets is wrong), because only new
+loads matter. The app's PartitionLoad and BatchSummary records feed the engine; its MoveReports
+are logged.
+
+Every period D (wall clock) the engine closes the period: the DistributorStatus goes to the
+status topic and the RebalanceCommand, if any, to the control topic keyed by the app id
+(compaction keeps the latest per app); both are flushed before the next period starts. One log
+line per period gives the epoch, MLDC, decision and reason.
+
+Input never stops the service: undecodable records, records of other schemas or apps and
+records the engine rejects are counted (``Service.counters``) and reported at most once per
+period. Expected rejections (older epochs in flight after a rebalance, other apps, loads before
+the first BatchSummary) are only counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from config import BY_PATH, Config, ConfigError
+from distributor.engine import Engine, PeriodResult
+from distributor.params import Params
+from distributor.policies import POLICIES
+from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
+from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.sender import Sender
+from schemas import DecodeError, codec
+
+log = logging.getLogger("geops.distributor")
+
+EXIT_OK, EXIT_FAILED = 0, 1
+REACH_TIMEOUT_S = 10.0
+POLL_S = 0.2  # longest wait for metrics, so a stop or a period end is noticed promptly
+# A period ends at a batch boundary: when the loads of a batch arrived but not yet its
+# BatchSummary (the app writes it right after them), the period end waits up to this long.
+BATCH_GRACE_S = 2.0
+# Rejection kinds that are normal operation: counted, never warned about.
+QUIET = frozenset({"stale epoch", "foreign app", "unknown shape"})
+UNDECODABLE = "undecodable"
+UNEXPECTED = "unexpected schema"
+KAFKA_ERROR = "kafka error"
+
+
+def build_engine(cfg: Config) -> Engine:
+    """The engine of the ``[distributor]`` settings; ConfigError naming the flag when bad."""
+    settings = cfg["distributor"]
+    for param in fields(Params):
+        if param.name in settings:
+            try:
+                Params(**{param.name: settings[param.name]})
+            except ValueError as exc:
+                raise _config_error(f"distributor.{param.name}", str(exc)) from None
+    if settings["policy"] not in POLICIES:
+        raise _config_error("distributor.policy", f"unknown policy {settings['policy']!r}; "
+                                                  f"known: {', '.join(sorted(POLICIES))}")
+    if settings["period"] <= 0:
+        raise _config_error("distributor.period", f"must be positive, got {settings['period']}")
+    return Engine.from_settings(settings, app_id=cfg["app.app_id"])
+
+
+def _config_error(path: str, detail: str) -> ConfigError:
+    return ConfigError(f"{BY_PATH[path].flag} ({path}): {detail}")
+
+
+@dataclass
+class _Skipped:
+    """Records skipped in the current period, per kind, with the first reason of each kind."""
+
+    counts: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def add(self, kind: str, reason: str) -> None:
+        self.counts[kind] += 1
+        self.examples.setdefault(kind, reason)
+
+    def warning(self) -> str | None:
+        """One line naming every non-quiet kind with a count and an example, or None."""
+        loud = [k for k in self.counts if k not in QUIET]
+        if not loud:
+            return None
+        return "; ".join(f"{self.counts[k]} {k} (first: {self.examples[k]})" for k in loud)
+
+    def quiet(self) -> str:
+        return ", ".join(f"{n} {k}" for k, n in self.counts.items() if k in QUIET)
+
+
+class Service:
+    """One distributor for one app: build it, then ``run(stop)`` until stopped or idle.
+
+    ``ready`` is set once the service follows the metrics topic (from then on no load of the
+    app is missed); ``counters`` counts what it saw, skipped and did.
+    """
+
+    def __init__(self, cfg: Config):
+        self.engine = build_engine(cfg)
+        self.conf = cfg.kafka_client()
+        self.app_id: str = cfg["app.app_id"]
+        self.period_s: float = cfg["distributor.period"]
+        self.idle_s: float = cfg["distributor.stop_after_idle"]
+        self.metrics_topic = cfg.topic("metrics")
+        self.control_topic = cfg.topic("control")
+        self.status_topic = cfg.topic("status")
+        self.ready = threading.Event()
+        self._own = Counter()
+        self._skipped = _Skipped()
+        self._mid_batch = False  # loads of a batch seen, its BatchSummary not yet
+        self._codec = codec()
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The engine's counters plus the service's (records, periods, commands, skips).
+
+        Safe to read from another thread while ``run`` goes on (each dict is copied at once).
+        """
+        total = dict(self.engine.counters)
+        for key, count in dict(self._own).items():
+            total[key] = total.get(key, 0) + count
+        return total
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Serve until ``stop`` is set or the app is idle; 0 when stopped cleanly, 1 on Kafka
+        failure."""
+        stop = stop or threading.Event()
+        try:
+            check_reachable(self.conf, timeout=REACH_TIMEOUT_S)
+            probe = EndOffsets(self.conf)
+            try:
+                probe.partitions(self.status_topic)  # fails now if it does not exist
+                self._recover()
+                ends = probe(self.metrics_topic)
+            finally:
+                probe.close()
+        except KafkaUnavailable as exc:
+            log.error("%s", exc)
+            return EXIT_FAILED
+        metrics = consumer(self.conf)
+        sender = Sender(self.conf)
+        try:
+            metrics.assign([TopicPartition(self.metrics_topic, p, end)
+                            for p, end in sorted(ends.items())])
+            log.info("balancing app %r: %s; following '%s' from its end, period %.3g s",
+                     self.app_id, self._describe(), self.metrics_topic, self.period_s)
+            self.ready.set()
+            self._loop(metrics, sender, stop)
+            sender.close()
+        except KafkaUnavailable as exc:
+            log.error("%s", exc)
+            return EXIT_FAILED
+        finally:
+            metrics.close()
+        log.info("stopped after %d period(s), %d command(s); counters: %s",
+                 self._own["periods"], self._own["commands"], dict(sorted(self.counters.items())))
+        return EXIT_OK
+
+    def _describe(self) -> str:
+        p = self.engine.params
+        return (f"metric {p.metric}, mode {p.mode}, policy {self.engine.policy.name}, threshold "
+                f"{p.threshold}, M={p.min_items}, N={p.wait_periods}, "
+                f"miMLDC={p.min_improvement}")
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        """Restore the newest command for this app from the control topic, if there is one."""
+        newest: dict[str, Any] | None = None
+        bad = 0
+        for msg in read_to_end(self.conf, self.control_topic):
+            if msg.value() is None:
+                continue  # tombstone
+            try:
+                cmd = self._codec.decode_as("RebalanceCommand", msg.value())
+            except DecodeError as exc:
+                bad += 1
+                log.warning("control %s[%d]@%d skipped: %s", msg.topic(), msg.partition(),
+                            msg.offset(), exc)
+                continue
+            if cmd["app_id"] not in ("", self.app_id):
+                continue
+            if newest is None or cmd["epoch"] > newest["epoch"]:
+                newest = cmd
+        self._own["control records skipped"] += bad
+        if newest is None:
+            log.info("no command for app %r on '%s': starting from epoch 0", self.app_id,
+                     self.control_topic)
+            return
+        why = self.engine.restore(newest["epoch"], newest["assignment"])
+        if why is None:
+            log.info("recovered epoch %d from '%s' (%d partitions)", newest["epoch"],
+                     self.control_topic, len(newest["assignment"]))
+            return
+        log.warning("the newest command (epoch %s) is unusable: %s; keeping only its epoch",
+                    newest["epoch"], why)
+        why = self.engine.restore(newest["epoch"])
+        if why is not None:
+            log.warning("cannot restore epoch %s either: %s; starting from epoch 0",
+                        newest["epoch"], why)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _loop(self, metrics: Any, sender: Sender, stop: threading.Event) -> None:
+        period_end = time.monotonic() + self.period_s
+        last_seen = time.monotonic()
+        while not stop.is_set():
+            wait = period_end - time.monotonic()
+            for msg in metrics.consume(1000, timeout=POLL_S if wait <= 0 else min(POLL_S, wait)):
+                if self._handle(msg):
+                    last_seen = time.monotonic()
+            now = time.monotonic()
+            if now >= period_end and (not self._mid_batch
+                                      or now >= period_end + BATCH_GRACE_S):
+                self._end_period(sender)
+                period_end += self.period_s
+                if period_end <= now:  # fell behind (e.g. a slow flush): skip, do not burst
+                    period_end = now + self.period_s
+            if self.idle_s and now - last_seen >= self.idle_s:
+                log.info("no metrics from app %r for %.0f s; stopping", self.app_id,
+                         now - last_seen)
+                break
+
+    def _handle(self, msg: Any) -> bool:
+        """Feed one metrics record to the engine; True when it came from our app."""
+        err = msg.error()
+        if err is not None:
+            if err.fatal():
+                raise KafkaUnavailable(f"reading '{self.metrics_topic}': {err.str()}")
+            if err.code() != KafkaError._PARTITION_EOF:
+                self._skip(KAFKA_ERROR, err.str())
+            return False
+        self._own["records"] += 1
+        try:
+            name, record = self._codec.decode(msg.value())
+        except DecodeError as exc:
+            self._skip(UNDECODABLE, f"@{msg.offset()}: {exc}")
+            return False
+        ours = not self.app_id or record.get("app_id") == self.app_id
+        if name == "PartitionLoad":
+            why = self.engine.observe_load(record)
+            self._mid_batch = self._mid_batch or ours
+        elif name == "BatchSummary":
+            why = self.engine.observe_batch(record)
+            self._mid_batch = self._mid_batch and not ours
+        elif name == "MoveReport":
+            if ours:
+                self._own["move reports"] += 1
+                log.info("app %r runs epoch %d from batch %d: %d partition(s) moved, %.1f KiB "
+                         "in %.0f ms", record["app_id"], record["epoch"], record["batch_id"],
+                         len(record["partitions_moved"]), record["bytes"] / 1024,
+                         record["duration_ms"])
+            return ours
+        else:
+            self._skip(UNEXPECTED, f"@{msg.offset()}: a {name} record")
+            return False
+        if why is not None:
+            kind = why.split(":", 1)[0]
+            self._skipped.add(kind, f"@{msg.offset()}: {why}")
+        return ours
+
+    def _skip(self, kind: str, reason: str) -> None:
+        self._own[kind] += 1
+        self._skipped.add(kind, reason)
+
+    def _end_period(self, sender: Sender) -> None:
+        result = self.engine.end_period(int(time.time() * 1000))
+        self._own["periods"] += 1
+        self._mid_batch = False  # its BatchSummary is late past the grace (or already here)
+        enc = self._codec.encode
+        key = self.app_id.encode()
+        sender.send(self.status_topic, enc("DistributorStatus", result.status), key=key)
+        if result.command is not None:
+            sender.send(self.control_topic, enc("RebalanceCommand", result.command), key=key)
+            self._own["commands"] += 1
+        sender.flush()
+        self._log_period(result)
+
+    def _log_period(self, result: PeriodResult) -> None:
+        s = result.status
+        unit = 1e6 if s["metric"] == "LB" else 1.0
+        loads = ", ".join(f"{v / unit:.4g}" for v in s["worker_loads"])
+        mldc = "n/a" if s["mldc"] is None else f"{s['mldc']:.3f}"
+        quiet = self._skipped.quiet()
+        log.info("period %d epoch %d: MLDC %s (threshold %g), loads [%s] %s, %d items%s -> %s: "
+                 "%s", s["period"], s["epoch"], mldc, s["threshold"], loads,
+                 "ms" if s["metric"] == "LB" else "items", s["items"],
+                 f" (ignored {quiet})" if quiet else "", s["decision"], s["reason"])
+        if result.command is not None:
+            c = result.command
+            moves = ", ".join(f"p{m['partition']} {m['from_worker']}->{m['to_worker']}"
+                              for m in c["moves"])
+            log.info("commanded epoch %d on '%s': MLDC %.3f -> %.3f predicted, %d move(s): %s",
+                     c["epoch"], self.control_topic, c["mldc_before"], c["mldc_predicted"],
+                     len(c["moves"]), moves)
+        warning = self._skipped.warning()
+        if warning:
+            log.warning("period %d skipped metrics records: %s", s["period"], warning)
+        self._skipped = _Skipped()
+
+
+def run(cfg: Config, stop: threading.Event | None = None) -> int:
+    """Run the distributor of ``cfg`` until ``stop`` is set or the app is idle for
+    ``distributor.stop_after_idle``. Returns 0 when stopped cleanly, 1 when Kafka failed;
+    raises ConfigError (naming the flag) for a bad setting."""
+    return Service(cfg).run(stop)
