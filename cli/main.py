@@ -28,6 +28,7 @@ COMMANDS = (
     "cli.produce",
     "cli.tail",
     "cli.app",
+    "cli.distributor",
     "cli.generate",
     "cli.match",
     "cli.bench",
