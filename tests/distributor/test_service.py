@@ -78,8 +78,10 @@ class FakeApp:
         self.sender = Sender(cfg.kafka_client())
         self.batch = 0
 
-    def send(self, name: str, record: dict | None = None, raw: bytes | None = None) -> None:
-        value = raw if record is None else codec().encode(name, record)
+    def send(self, name: str, record: dict) -> None:
+        self.send_raw(codec().encode(name, record))
+
+    def send_raw(self, value: bytes | None) -> None:
         self.sender.send(self.topic, value, key=APP.encode())
         self.sender.flush()
 
@@ -161,9 +163,9 @@ def test_bad_metrics_records_are_counted_and_skipped_and_it_keeps_working(kafka_
     app = FakeApp(cfg)
     good = load_record(0, 0, 0, 0, 5)
     with running(service):
-        app.send("", raw=b"not avro at all")
-        app.send("", raw=None)                                          # tombstone
-        app.send("", raw=codec().encode("PartitionLoad", good)[:-3])    # truncated body
+        app.send_raw(b"not avro at all")
+        app.send_raw(None)                                              # tombstone
+        app.send_raw(codec().encode("PartitionLoad", good)[:-3])        # truncated body
         app.send("Match", {"publication_id": 1, "subscription_ids": [2], "event_time": 1,
                            "match_time": 2, "batch_id": 0, "app_id": APP})
         app.send("MoveReport", {"app_id": APP, "batch_id": 0, "epoch": 7,
