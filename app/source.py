@@ -43,22 +43,17 @@ class KafkaRange(InputPartition):
 
 
 def plan_limit(start: dict[str, int], ends: dict[str, int], budget: int) -> dict[str, int]:
-    """End offsets that read at most ``budget`` records, shared in proportion to the backlog.
-
-    Every partition with a backlog gets at least one record while the budget lasts, so no
-    partition starves; the result never goes past ``ends`` nor before ``start``.
-    """
+    """End offsets that read exactly ``min(budget, backlog)`` records, shared in proportion to
+    each partition's backlog (largest remainders get the rounding), never past ``ends``."""
     backlog = {p: max(ends[p] - start.get(p, 0), 0) for p in ends}
     total = sum(backlog.values())
     if total <= budget:
         return dict(ends)
-    out = {p: start.get(p, ends[p]) for p in ends}
-    given = 0
-    for p in sorted(backlog, key=lambda q: (-backlog[q], q)):
-        share = min(backlog[p], max(1, backlog[p] * budget // total), budget - given)
-        out[p] = start.get(p, 0) + share
-        given += share
-    return out
+    share = {p: backlog[p] * budget // total for p in backlog}
+    rest = budget - sum(share.values())
+    for p in sorted(backlog, key=lambda q: (-(backlog[q] * budget % total), q))[:rest]:
+        share[p] += 1
+    return {p: start.get(p, 0) + share[p] for p in ends}
 
 
 # One consumer per (bootstrap config, topic) per Python worker process, reused across tasks:

@@ -70,6 +70,11 @@ def _str(text: Any) -> str:
     return text
 
 
+def _positive(value: Any) -> None:
+    if not value > 0:
+        raise ValueError(f"must be positive, got {value}")
+
+
 def _at_least(low: float) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if value < low:
@@ -143,7 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.partitioner", "app", "GEOPS_APP_PARTITIONER", "--partitioner", _str,
             "spatial partitioner", choices=("kdbtree", "quadtree", "grid")),
     Setting("app.trigger", "app", "GEOPS_APP_TRIGGER", "--trigger", parse_duration,
-            "micro-batch trigger interval, e.g. 500ms"),
+            "micro-batch trigger interval, e.g. 500ms", check=_positive),
     Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
             "--max-records-per-trigger", _int, "records per micro-batch (0 = no limit)",
             check=_at_least(0)),
@@ -166,9 +171,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.wait_periods", "distributor", "GEOPS_DISTRIBUTOR_WAIT_PERIODS",
             "--wait-periods", _int, "N: periods between redistributions", check=_at_least(0)),
     Setting("distributor.period", "distributor", "GEOPS_DISTRIBUTOR_PERIOD", "--period",
-            parse_duration, "D: monitoring period, e.g. 10s"),
+            parse_duration, "D: monitoring period, e.g. 10s", check=_positive),
     Setting("distributor.min_improvement", "distributor", "GEOPS_DISTRIBUTOR_MIN_IMPROVEMENT",
-            "--min-improvement", _float, "miMLDC: required MLDC improvement"),
+            "--min-improvement", _float, "miMLDC: required MLDC improvement",
+            check=_at_least(0.0)),
     Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
             "--stop-after-idle", parse_duration,
             "stop once no metrics of the app arrived for this long (0 = never)"),

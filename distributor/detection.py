@@ -4,9 +4,9 @@ Every condition is evaluated every period, whether or not the others hold, so th
 show which one blocked a redistribution:
 
 - ``over_threshold``: MLDC > threshold;
-- ``enough_items``: at least M stream items were processed under the assignment in force
-  (since the app started reporting its epoch), so the loads are not judged on a handful of
-  items, in particular right after a start or a rebalance;
+- ``enough_items``: at least M stream items were processed in the period being judged (under
+  the assignment in force), so loads are never judged on a handful of items: not right after
+  a start or a rebalance, and not on the trickle at the end of a stream;
 - ``cooled_down``: the last assignment change (command, restore or adoption) is at least N
   periods old, so commands are at least N*D seconds apart;
 - ``improves_enough``: MLDC - MLDC_new > miMLDC for the policy's proposal; None when it could
@@ -41,11 +41,11 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def judge(params: Params, mldc: float | None, mldc_predicted: float | None, epoch_items: int,
+def judge(params: Params, mldc: float | None, mldc_predicted: float | None, period_items: int,
           periods_since_change: int | None) -> Verdict:
     """Evaluate the conditions; ``periods_since_change`` is None when nothing changed yet."""
     over = mldc is not None and mldc > params.threshold
-    enough = epoch_items >= params.min_items
+    enough = period_items >= params.min_items
     cooled = periods_since_change is None or periods_since_change >= params.wait_periods
     improves = None if mldc is None or mldc_predicted is None else (
         mldc - mldc_predicted > params.min_improvement)
@@ -53,7 +53,7 @@ def judge(params: Params, mldc: float | None, mldc_predicted: float | None, epoc
         f"{periods_since_change} period(s) since the last change")
     parts = [
         ("over threshold", over, f"MLDC {_fmt(mldc)} vs threshold {params.threshold}"),
-        ("enough items", enough, f"{epoch_items} items in epoch vs M={params.min_items}"),
+        ("enough items", enough, f"{period_items} items in period vs M={params.min_items}"),
         ("cooled down", cooled, f"{since} vs N={params.wait_periods}"),
         ("improves enough", improves,
          f"MLDC {_fmt(mldc)} -> {_fmt(mldc_predicted)} vs miMLDC={params.min_improvement}"),

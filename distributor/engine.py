@@ -198,7 +198,7 @@ class Engine:
         if current is not None and assignment is not None and not self._awaiting:
             proposal = self.policy.propose(partition_loads, assignment, self.workers, self._costs)
             predicted = assignment_mldc(partition_loads, proposal, self.workers)
-        verdict = judge(self.params, current, predicted, loads.epoch_items, self._since(period))
+        verdict = judge(self.params, current, predicted, loads.period_items, self._since(period))
         if self._awaiting:
             decision = "waiting"
             reason = (f"waiting for the app to report epoch {self._epoch} "

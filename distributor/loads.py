@@ -21,7 +21,6 @@ class EpochLoads:
         self.items_per_partition = [0] * self.partitions
         self.ns_per_partition = [0] * self.partitions
         self.locations: dict[int, int] = {}   # partition -> worker the records name
-        self.epoch_items = 0                  # items since this epoch's first record
         self._seen: set[tuple[int, int, int]] = set()
         self._seen_before: set[tuple[int, int, int]] = set()
 
@@ -35,7 +34,6 @@ class EpochLoads:
         self.items_per_partition[partition] += items
         self.ns_per_partition[partition] += processing_ns
         self.locations[partition] = worker
-        self.epoch_items += items
         return True
 
     @property

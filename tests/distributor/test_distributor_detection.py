@@ -7,7 +7,7 @@ from distributor.params import Params
 
 PARAMS = Params(threshold=0.5, min_items=1000, wait_periods=3, min_improvement=0.3)
 # A period where everything holds: MLDC 0.8 -> 0.1, 5000 items, last change 3 periods ago.
-GOOD = dict(mldc=0.8, mldc_predicted=0.1, epoch_items=5000, periods_since_change=3)
+GOOD = dict(mldc=0.8, mldc_predicted=0.1, period_items=5000, periods_since_change=3)
 
 
 def test_all_conditions_hold():
@@ -20,7 +20,7 @@ def test_all_conditions_hold():
 
 @pytest.mark.parametrize(("change", "failed", "field"), [
     (dict(mldc=0.5, mldc_predicted=0.0), "over threshold", "over_threshold"),  # not strictly >
-    (dict(epoch_items=999), "enough items", "enough_items"),
+    (dict(period_items=999), "enough items", "enough_items"),
     (dict(periods_since_change=2), "cooled down", "cooled_down"),
     (dict(mldc_predicted=0.6), "improves enough", "improves_enough"),
 ])
@@ -36,7 +36,7 @@ def test_each_condition_blocks_on_its_own(change, failed, field):
 
 
 def test_boundaries_are_inclusive_where_the_paper_says_at_least():
-    assert judge(PARAMS, **{**GOOD, "epoch_items": 1000}).enough_items
+    assert judge(PARAMS, **{**GOOD, "period_items": 1000}).enough_items
     assert judge(PARAMS, **{**GOOD, "periods_since_change": 3}).cooled_down
     assert not judge(PARAMS, **{**GOOD, "periods_since_change": 0}).cooled_down
 

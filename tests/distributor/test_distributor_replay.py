@@ -70,3 +70,12 @@ def test_replay_checks_its_trace():
         replay([[1, 2, 3, 4], [1, 2, 3]], workers=2, params=Params(metric="DB"))
     with pytest.raises(ValueError, match="period 0, partition 0: malformed"):
         replay([[-1, 2]], workers=2, params=Params(metric="DB"))
+
+
+def test_a_trickle_at_the_end_of_a_stream_does_not_trigger_a_second_rebalance():
+    """M applies to the period judged: a 4-item period after a balanced epoch is not evidence."""
+    skew = [100] * 4 + [10] * 4
+    result = replay([skew] * 7 + [[0, 3, 1, 0, 0, 0, 0, 0]], workers=2,
+                    params=Params(metric="DB", min_items=400, wait_periods=2))
+    assert len(result.commands) == 1
+    assert result.statuses[-1]["enough_items"] is False
