@@ -31,6 +31,7 @@ COMMANDS = (
     "cli.distributor",
     "cli.generate",
     "cli.match",
+    "cli.stats",
     "cli.bench",
 )
 
