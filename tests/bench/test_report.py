@@ -1,0 +1,126 @@
+"""The report: targets and claims computed from the CSVs, and the README's sections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.paper import report
+from bench.paper.figures import make_all
+
+
+def _runs(points: dict[tuple[str, str, float], tuple[float, ...]]) -> list[dict[str, str]]:
+    """runs.csv rows (as read back: strings) with the given throughput of each repeat."""
+    rows = []
+    for (pipeline, mode, skew), values in points.items():
+        for repeat, thr in enumerate(values):
+            rid = f"{pipeline}-{mode.replace(' ', '')}-s{round(skew * 100)}-r{repeat}"
+            rows.append({"run_id": rid, "pipeline": pipeline, "mode": mode, "skew": str(skew),
+                         "repeat": str(repeat), "throughput": str(thr),
+                         "latency_mean_ms": str(1e6 / thr), "rebalances": "0"})
+    return rows
+
+
+KNOWN = _runs({
+    ("sPS", "Static STAL", 0.5): (1000.0,),
+    ("sPS", "Dynamic LB STAL", 0.5): (1600.0,),
+    ("sPS", "Static STAL", 0.9): (900.0, 1100.0),         # mean 1000
+    ("sPS", "Dynamic LB STAL", 0.9): (1400.0, 1600.0),    # mean 1500
+    ("sPS", "Dynamic DB STAL", 0.9): (1600.0,),
+    ("sPS", "Static STRL", 0.9): (500.0,),
+    ("RIhPS", "Static STAL", 0.5): (800.0,),
+    ("RIhPS", "Dynamic LB STAL", 0.5): (820.0,),
+})
+
+
+def _target(rows: list[dict], target: str, pipeline: str, comparison: str = "") -> dict:
+    (row,) = [r for r in rows if r["target"] == target and r["pipeline"] == pipeline
+              and comparison in r["comparison"]]
+    return row
+
+
+def test_targets_are_ratios_of_repeat_means() -> None:
+    rows = report.targets(KNOWN)
+    gain = _target(rows, "gain at the highest skew", "sPS")
+    assert (gain["skew"], gain["ratio"], gain["met"]) == (0.9, pytest.approx(1.5), True)
+    kept = _target(rows, "kept at the highest skew", "sPS")
+    assert (kept["ratio"], kept["met"]) == (pytest.approx(1500 / 1600), True)
+    lb_db = _target(rows, "LB >= DB at skew >= 0.7", "sPS")
+    assert (lb_db["ratio"], lb_db["met"]) == (pytest.approx(1500 / 1600), False)
+    stal = _target(rows, "STAL >= STRL at skew >= 0.7", "sPS", "Static STAL / Static STRL")
+    assert (stal["ratio"], stal["met"]) == (pytest.approx(2.0), True)
+
+
+def test_a_pipeline_run_only_balanced_has_no_verdict() -> None:
+    rows = report.targets(KNOWN)
+    gain = _target(rows, "gain at the highest skew", "RIhPS")
+    assert gain["ratio"] == pytest.approx(820 / 800)
+    assert gain["met"] is None and "balanced" in gain["note"]
+
+
+def test_missed_targets_say_by_how_much() -> None:
+    lines = "\n".join(report._target_lines(report.targets(KNOWN)))
+    assert "**missed** by 6%" in lines   # LB/DB 0.9375 against 1.0
+    assert "n/a (only the balanced skew was run)" in lines
+
+
+def test_claims_on_known_numbers() -> None:
+    verdicts = {c["claim"]: c for c in report.claims(KNOWN, [], [])}
+    best = verdicts["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
+    # sPS 0.5 and RIhPS 0.5 yes; sPS 0.9: DB STAL (1600) beats LB STAL (1500)
+    assert best["verdict"] == "partly"
+    assert "best at 2 of 3" in best["finding"] and "sPS 0.9: Dynamic DB STAL" in best["finding"]
+    assert verdicts["LB beats DB (throughput)"]["verdict"] == "does not hold"
+    assert verdicts["STAL beats STRL (throughput)"]["verdict"] == "holds"
+    grows = verdicts["Its gain over Static STAL grows with the skew"]
+    assert grows["verdict"] == "does not hold"   # 1.6 at 0.5, 1.5 at 0.9
+    assert "sPS 0.5: 1.60, 0.9: 1.50" in grows["finding"]
+    assert verdicts["Redistribution time grows with the static data size"]["verdict"] == (
+        "no data")
+
+
+def _status(run_id: str, mldcs: list[float | None], rebalance_at: int | None) -> list[dict]:
+    return [{"run_id": run_id, "period": str(k), "mldc": "" if m is None else str(m),
+             "threshold": "0.5", "decision": "rebalance" if k == rebalance_at else "none"}
+            for k, m in enumerate(mldcs)]
+
+
+def test_rebalance_runs_are_classified_from_status() -> None:
+    runs = [{"run_id": rid, "pipeline": "sPS", "mode": "Dynamic LB STAL", "skew": "0.9",
+             "repeat": "0", "rebalances": str(n)}
+            for rid, n in (("a", 1), ("b", 1), ("c", 2), ("d", 0), ("e", 0))]
+    status = (_status("a", [None, 0.9, 0.3, 0.2], 1) + _status("b", [0.9, 0.3, 0.6], 0)
+              + _status("c", [0.9, 0.8, 0.2], 0) + _status("d", [0.2, 0.3], None)
+              + _status("e", [0.7, 0.8], None))
+    kinds = {r["run_id"]: r["kind"] for r in report.rebalance_runs(runs, status)}
+    assert kinds == {"a": "one rebalance, then under", "b": "one rebalance, then over at times",
+                     "c": "several rebalances", "d": "no rebalance needed",
+                     "e": "no rebalance, MLDC went over"}
+    claim = next(c for c in report.claims(runs, status, []) if c["claim"].startswith("One"))
+    assert claim["verdict"] == "partly" and "1 of 4" in claim["finding"]
+
+
+def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None:
+    make_all(results, log=lambda _: None)
+    text = report.write_report(results, log=lambda _: None).read_text()
+    for heading in ("## Machine", "## How to reproduce", "## Targets",
+                    "## The paper's claims and our findings", "## Figures",
+                    "## Throughput (publications/s)", "## Mean latency (s)",
+                    "## Trace-driven simulation at the paper's scale", "## Analysis"):
+        assert heading in text
+    for name in ("fig4_throughput", "fig5_latency", "fig6_throughput_time_sps",
+                 "fig7_mldc_time", "fig8_redistribution"):
+        assert f"({name}.png)" in text and f"[`{name}.csv`]({name}.csv)" in text
+    assert "- CPUs: 2" in text and "`geops bench paper --full`" in text
+    assert text.rstrip().endswith("The *lead* explains the numbers here.")
+    assert "| sPS | 0.9 | Dynamic LB STAL / Static STAL | 1.77 | >= 1.4 | met |" in text
+    assert "1,000 subscriptions: 0.25 s" in text
+    # the throughput table: sPS Static STAL at skew 0.9 is 600 ± 5 over two repeats
+    assert "| Static STAL | 1,000 ±5 (n=2) | 800 ±5 (n=2) | 600 ±5 (n=2) |" in text
+
+
+def test_readme_from_an_empty_directory(tmp_path: Path) -> None:
+    text = report.write_report(tmp_path, log=lambda _: None).read_text()
+    assert "No meta.json" in text and "No runs to compute the targets from." in text
+    assert "## Analysis" not in text
