@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import shlex
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -355,7 +356,7 @@ def _simulation(results_dir: Path) -> list[str]:
                   "per batch, partition and worker, over the measured sum "
                   "(`simulation_check.csv`):", ""]
         lines += _table(["pipeline", "mode", "runs", "predicted / measured: median (min–max)"],
-                        [[p, m, len(v), f"{sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}–"
+                        [[p, m, len(v), f"{statistics.median(v):.2f} ({min(v):.2f}–"
                           f"{max(v):.2f})"]
                          for (p, m), v in sorted(groups.items(), key=lambda kv: (
                              pipeline_order(p for p, _ in groups).index(kv[0][0]),
@@ -364,8 +365,10 @@ def _simulation(results_dir: Path) -> list[str]:
     lines += _grid(sims, "throughput")
     lines += ["### Simulated rebalances and MLDC", "",
               "Mean over repeats: rebalances commanded, MLDC of the first and of the last "
-              "period, share of the simulated time spent in the fixed per-batch overhead, and "
-              "the hot workers' share of items and of cost under the initial assignment.", ""]
+              "period (in the metric the mode balances: items for DB, processing time "
+              "otherwise), share of the simulated time spent in the fixed per-batch overhead, "
+              "and the hot workers' share of items and of cost under the initial assignment.",
+              ""]
     groups2: dict[tuple[str, str, float], list[Row]] = defaultdict(list)
     for r in sims:
         groups2[(r["pipeline"], r["mode"], float(r["skew"]))].append(r)

@@ -69,6 +69,7 @@ from bench.paper.figures import (
     fig9_simulation,
     is_plan_run,
     mode_order,
+    pipeline_order,
     read_rows,
     write_csv,
 )
@@ -302,8 +303,9 @@ def cost_models(results_dir: Path, log: Log = print) -> list[CostModel]:
     for c in cost_runs:
         rid = c["run_id"]
         nspi = _per_partition(ns[rid], items[rid])
-        if nspi is None:
-            log(f"simulation: {rid} reported no items; {c['pipeline']} r{c['repeat']} skipped")
+        if nspi is None or "STAL" not in overhead[size(c)]:
+            log(f"simulation: {rid} has no items in loads.csv or no batches in batches.csv; "
+                f"{c['pipeline']} r{c['repeat']} skipped")
             continue
         pipeline, subs, parts = size(c)
         same = [float(m["duration_ms"]) for m in moves
@@ -469,6 +471,8 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
             "partition_items_max_rel_diff": deviation,
             "partition_items_match": "" if not check else deviation == 0})
     workloads.clear()
+    order = pipeline_order(c["pipeline"] for c in costs)
+    costs.sort(key=lambda c: (order.index(c["pipeline"]), c["repeat"]))
     write_csv(results_dir / "simulation_costs.csv", costs)
     write_csv(results_dir / "simulation_check.csv", model_check(results_dir, models))
     rows: list[dict[str, Any]] = []
@@ -476,6 +480,9 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     groups: dict[tuple, list[CostModel]] = defaultdict(list)
     for m in models:
         groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    for parts in sorted({m.partitions for m in models if m.partitions <= workers}):
+        log(f"simulation: NOTE P = {parts} partitions for W = {workers} workers: no worker "
+            f"owns two partitions, so moving whole partitions cannot lower the busiest load")
     for skew in skews:
         for (repeat, subs, parts), group in sorted(groups.items()):
             try:

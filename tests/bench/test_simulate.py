@@ -205,3 +205,11 @@ def test_no_cost_run_means_no_simulation(tmp_path: Path) -> None:
     notes: list[str] = []
     assert simulate.run_simulation(tmp_path, log=notes.append) is None
     assert "skipped" in notes[0]
+
+
+def test_a_cost_run_without_batches_is_skipped(tmp_path: Path) -> None:
+    _physical(tmp_path)
+    (tmp_path / "batches.csv").unlink()
+    notes: list[str] = []
+    assert simulate.cost_models(tmp_path, log=notes.append) == []
+    assert "no batches" in notes[0]
