@@ -25,8 +25,12 @@ Assumptions (printed verbatim in the report):
   built. STRL pays it for every partition with items in every batch; STAL pays it once per
   residency: when a partition first gets items on a worker (at the start and after it moved).
 - **Fixed per-batch overhead** = median of ``duration_ms - join_stage_ms`` over the batches of
-  the pipeline's plan runs with that join (STAL or STRL); it is added to every batch unchanged
-  (Spark's driver-side cost measured here, not rescaled to a cluster).
+  the pipeline's plan runs with that join (STAL or STRL): everything outside the busiest join
+  task (planning, reading and routing the stream, collecting and writing the matches). It is
+  added to every batch unchanged, as measured here, not rescaled to a cluster. Time inside a
+  join task that belongs to no partition (receiving the stream items and, in STRL, the shipped
+  static partitions before the first partition starts) is not modelled;
+  ``simulation_check.csv`` shows how much of the measured batch time the model leaves out.
 - **Moving static data (STAL)** blocks the first batch of a new assignment for the median
   ``duration_ms`` of the measured moves of that pipeline and size (else of any pipeline of that
   size, else 0, noted in ``move_source``): the app re-partitions its whole cached static RDD, so

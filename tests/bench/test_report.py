@@ -122,5 +122,5 @@ def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None
 
 def test_readme_from_an_empty_directory(tmp_path: Path) -> None:
     text = report.write_report(tmp_path, log=lambda _: None).read_text()
-    assert "No meta.json" in text and "No runs to compute the targets from." in text
+    assert "No meta.json" in text and "Not computed: no pair of modes" in text
     assert "## Analysis" not in text
