@@ -22,8 +22,9 @@ Assumptions (printed verbatim in the report):
 - **Index build** of a partition = mean ``build_ns`` over every (batch, partition) row with an
   index build in the plan runs of the same pipeline, repeat and size (any mode, any skew: it is
   the same ``load_partition`` call in STAL and STRL); the run-wide mean for a partition never
-  built. STRL pays it for every partition with items in every batch; STAL pays it once per
-  residency: when a partition first gets items on a worker (at the start and after it moved).
+  built (no build measured at all: STRL is not simulated and STAL builds cost 0). STRL pays
+  it for every partition with items in every batch; STAL pays it once per residency: when a
+  partition first gets items on a worker (at the start and after it moved).
 - **Fixed per-batch overhead** = median of ``duration_ms - join_stage_ms`` over the batches of
   the pipeline's plan runs with that join (STAL or STRL): everything outside the busiest join
   task (planning, reading and routing the stream, collecting and writing the matches). It is
