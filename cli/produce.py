@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pub.add_argument("--file", required=True, metavar="F", help="GeoJSON FeatureCollection")
     pub.add_argument("--topic", metavar="T", help="topic (default: the publications topic)")
     pub.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")
+    pub.add_argument("--event-time", choices=("file", "now"), default="file",
+                     help="file: properties.event_time when present, else the time of sending "
+                          "(default); now: always the time of sending (replaying old data)")
     config.add_arguments(pub, ["kafka", "state", "topics"])
     pub.set_defaults(func=_publish)
 
@@ -111,6 +114,8 @@ def _publish(args: argparse.Namespace) -> int:
     cfg = settings(args)
     try:
         pubs, _, rejected = read_publications(args.file, default_event_time=MISSING_TIME)
+        if args.event_time == "now":
+            pubs.event_time[:] = MISSING_TIME
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
     _report(rejected, args.file)

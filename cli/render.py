@@ -106,7 +106,10 @@ def to_text(name: str, r: dict[str, Any]) -> str:
                 f"{r['mldc_predicted']:.2f} ({r['metric']}), {len(r['moves'])} moves: "
                 f"{moves or 'none'} - {r['reason']}")
     if name == "DistributorStatus":
-        loads = ", ".join(f"{v:.3g}" for v in r["worker_loads"])
+        if r["metric"] == "LB":
+            loads = ", ".join(f"{v / 1e6:,.0f} ms" for v in r["worker_loads"])
+        else:
+            loads = ", ".join(f"{v:,.0f} items" for v in r["worker_loads"])
         return (f"period {r['period']} epoch {r['epoch']}: MLDC {_opt(r['mldc'], '{:.2f}')} "
                 f"(threshold {r['threshold']}) loads [{loads}] -> {r['decision']}: "
                 f"{r['reason']}")

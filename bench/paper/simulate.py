@@ -71,7 +71,6 @@ import numpy as np
 
 from bench.paper.figures import (
     Row,
-    fig9_simulation,
     is_plan_run,
     mode_order,
     pipeline_order,
@@ -442,9 +441,9 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
                    log: Log = print) -> Path | None:
     """Simulate every mode the data allows; writes ``simulation.csv`` (one row per pipeline,
     mode, skew and repeat), ``simulation_mldc.csv`` (every period), ``simulation_costs.csv``
-    (the cost model), ``simulation_check.csv`` (the model against the physical runs) and
-    ``fig9_simulation.png``. Returns the path of ``simulation.csv``, or None when no physical
-    Static STAL run at skew 0.5 exists to take costs from.
+    (the cost model) and ``simulation_check.csv`` (the model against the physical runs);
+    ``figures.fig9_simulation`` draws it. Returns the path of ``simulation.csv``, or None when
+    no physical Static STAL run at skew 0.5 exists to take costs from.
 
     ``check`` also regenerates each cost run's workload to verify the partitions correspond.
     """
@@ -538,5 +537,4 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     path = results_dir / "simulation.csv"
     write_csv(path, rows)
     write_csv(results_dir / "simulation_mldc.csv", periods)
-    fig9_simulation(results_dir, log)
     return path

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.paper import simulate
-from bench.paper.figures import read_rows, write_csv
+from bench.paper.figures import fig9_simulation, read_rows, write_csv
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from distributor import GreedyPolicy, Params
 from geops.strategies import build_strategy
@@ -197,6 +197,7 @@ def test_the_whole_sweep_from_the_physical_csvs(tmp_path: Path) -> None:
         (3 * 50 + slowest.sum()) / 1000)
     assert float(check["Static STAL"]["measured_s"]) == pytest.approx(3.15)
     assert read_rows(tmp_path / "simulation_mldc.csv")
+    fig9_simulation(tmp_path, log=lambda _: None)
     assert (tmp_path / "fig9_simulation.png").exists()
     assert not any("WARNING" in n for n in notes)
 

@@ -159,3 +159,21 @@ def test_tail_of_missing_topic_and_unreachable_broker(kafka_cfg, capsys, monkeyp
     monkeypatch.setenv("GEOPS_BOOTSTRAP_SERVERS", "127.0.0.1:1")
     code, _, err = run(capsys, "tail", "--topic", "control", "--until-idle", "1")
     assert code == 1 and "cannot reach Kafka at 127.0.0.1:1" in err
+
+
+def test_publish_event_time_from_file_or_now(kafka_cfg, capsys, tmp_path):
+    import time
+
+    path = write(tmp_path / "p.geojson", [
+        feature(1, {"type": "Point", "coordinates": [1, 2]}, event_time=1_000),
+        feature(2, {"type": "Point", "coordinates": [1, 2]})])
+    assert run(capsys, "topics", "create")[0] == 0
+    before = int(time.time() * 1000)
+    assert run(capsys, "publish", "--file", path)[0] == 0
+    assert run(capsys, "publish", "--file", path, "--event-time", "now")[0] == 0
+    from kafkaio.dump import by_schema
+
+    pubs = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("publications"))["Publication"]
+    times = sorted((p["id"], p["event_time"]) for p in pubs)
+    assert times[0] == (1, 1_000)  # from the file
+    assert all(t >= before for i, t in times[1:])  # stamped when sent
