@@ -26,6 +26,7 @@ from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
 from kafkaio.sender import Sender
 from schemas import codec
+from schemas.match_encoder import encode_matches
 
 log = logging.getLogger("geops.app")
 
@@ -109,7 +110,8 @@ class BatchRunner:
                                  self.kafka_conf, self.app_id)
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency())
         parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
-        read = self.sc.parallelize(parts, max(1, len(parts)))
+        # At most one read task per core: a task costs more than reading a range.
+        read = self.sc.parallelize(parts, max(1, min(len(parts), self.sc.defaultParallelism)))
         stream = (read.mapPartitions(partial(read_decode_route, route_ctx))
                   .partitionBy(self.workers, by_worker))
         joined = self.static.for_batch().union(stream)
@@ -150,14 +152,10 @@ class BatchRunner:
         pos = np.searchsorted(keys, mkeys)
         pub_ids, pub_times = ids[pos], times[pos]
         matches = self.topics.matches
-        encode = self.codec.encode
-        for i in range(len(mkeys)):
-            pid = int(pub_ids[i])
-            self.sender.send(matches, encode("Match", {
-                "publication_id": pid,
-                "subscription_ids": sub_ids[offsets[i]:offsets[i + 1]].tolist(),
-                "event_time": int(pub_times[i]), "match_time": match_ms,
-                "batch_id": batch_id, "app_id": self.app_id}), key=str(pid).encode())
+        values = encode_matches(pub_ids, offsets, sub_ids, pub_times, match_ms, batch_id,
+                                self.app_id)
+        for pid, value in zip(pub_ids.tolist(), values, strict=True):
+            self.sender.send(matches, value, key=str(pid).encode())
         now = _now_ms()
         for load in loads.values():
             self._send_metric("PartitionLoad", load.record(self.app_id, batch_id, state.epoch,

@@ -60,7 +60,7 @@ def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
             str(settings.threshold), "--min-improvement", str(settings.min_improvement)]
 
 
-def app_args(spec: RunSpec, trigger: str = "500ms", idle: str = "5s") -> list[str]:
+def app_args(spec: RunSpec, trigger: str = "500ms", idle: str = "3s") -> list[str]:
     return [*GEOPS, "app", "--master", f"local[{spec.workers}]", "--workers",
             str(spec.workers), "--strategy", spec.pipeline, "--join", spec.join,
             "--partitions", str(spec.partitions), "--partitioner", spec.partitioner,

@@ -37,11 +37,12 @@ Assumptions (printed verbatim in the report):
   size, else 0, noted in ``move_source``): the app re-partitions its whole cached static RDD, so
   the time follows the static data size rather than the number of partitions moved. In STRL a
   new assignment only re-routes the per-batch shipping, at no extra cost.
-- **Batches** hold B publications (B = the largest batch of the pipeline's plan runs, i.e. its
-  ``max_records_per_trigger``), in publication order; every publication is queued at the start,
-  as in the paper's method. The workers are identical, each runs one task at a time at the
-  speed measured here, and a batch takes overhead + move + the largest sum of its partitions'
-  costs (and builds) on one worker.
+- **Batches** hold B publications, B = the largest batch of the pipeline's plan runs (its
+  ``max_records_per_trigger``) times W / W_physical, so that a worker of the simulated cluster
+  has as much work per batch as a worker of the physical runs; in publication order; every
+  publication is queued at the start, as in the paper's method. The workers are identical, each
+  runs one task at a time at the speed measured here, and a batch takes overhead + move + the
+  largest sum of its partitions' costs (and builds) on one worker.
 - **Length of the stream**: ``publications`` generated publications (default 100,000, the
   paper's count), replayed whole ``cycles`` times, where ``cycles`` is the smallest number that
   makes the Static STAL run last at least ``min_duration_s`` (120 s) of simulated time, so the
@@ -501,7 +502,8 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
                 if missing:
                     log(f"simulation: {model.pipeline} r{repeat}: no physical data for "
                         f"{', '.join(missing)}; not simulated")
-                trace = make_trace(workload, model.pipeline, parts, model.batch_records)
+                batch = model.batch_records * workers // model.physical_workers
+                trace = make_trace(workload, model.pipeline, parts, batch)
                 one = simulate_mode(trace, model, COST_MODE, workers=workers, params=params,
                                     period_s=period_s)
                 trace = replace(trace, cycles=max(1, math.ceil(min_duration_s / one.time_s)))
@@ -516,7 +518,7 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
                         "rebalances": len(run.commands),
                         "moved_partitions": run.moved_partitions,
                         "publications": run.publications, "batches": len(run.makespans_ms),
-                        "batch_records": model.batch_records, "cycles": trace.cycles,
+                        "batch_records": batch, "cycles": trace.cycles,
                         "time_s": run.time_s, "overhead_share": run.overhead_ms / 1000
                         / run.time_s, "move_s": run.move_ms / 1000,
                         "hot_share_items": items_share, "hot_share_cost": cost_share,
