@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from cli.bench_paper import register_paper
+from cli.common import positive_int
 from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
@@ -26,15 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         add(benches)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
 
 def register_kernel(benches: argparse._SubParsersAction) -> None:
     p = benches.add_parser(
@@ -44,18 +36,18 @@ def register_kernel(benches: argparse._SubParsersAction) -> None:
                     "through the app's route/match/merge interface, and plain shapely tree "
                     "predicates; check every result equals the reference's; print the table "
                     "with ratio = reference time / strategy time.")
-    p.add_argument("--subscriptions", type=_count, default=10_000, metavar="N",
+    p.add_argument("--subscriptions", type=positive_int, default=10_000, metavar="N",
                    help="subscriptions (default 10,000)")
-    p.add_argument("--publications", type=_count, default=20_000, metavar="M",
+    p.add_argument("--publications", type=positive_int, default=20_000, metavar="M",
                    help="publications (default 20,000)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--partitions", type=_count, default=16, metavar="P",
+    p.add_argument("--partitions", type=positive_int, default=16, metavar="P",
                    help="static partitions (default 16)")
     p.add_argument("--partitioner", choices=PARTITIONERS, default="kdbtree",
                    help="spatial partitioner (default kdbtree)")
     p.add_argument("--strategies", default=",".join(STRATEGIES), metavar="LIST",
                    help=f"comma-separated subset of {','.join(STRATEGIES)} (default all)")
-    p.add_argument("--repeat", type=_count, default=1, metavar="R",
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="R",
                    help="time each matcher R times, keep the best (default 1)")
     p.add_argument("--no-plain", action="store_true",
                    help="skip the plain shapely predicate row")

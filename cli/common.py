@@ -22,6 +22,17 @@ class CommandError(Exception):
         self.code = code
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def settings(args: argparse.Namespace) -> Config:
     """The resolved configuration of a subcommand (defaults < file < env < flags)."""
     return config.from_args(args)

@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 
+from cli.common import positive_int
 from geops.geojson import GeoJSONError, Rejected
 from geops.offline import match_files
 from geops.partitioning import PARTITIONERS
@@ -33,22 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="publications (properties.id)")
     p.add_argument("--strategy", choices=STRATEGIES, default="sPIS",
                    help="matching strategy (default sPIS)")
-    p.add_argument("--partitions", type=_positive, default=16, metavar="P",
+    p.add_argument("--partitions", type=positive_int, default=16, metavar="P",
                    help="static partitions (default 16)")
     p.add_argument("--partitioner", choices=PARTITIONERS, default="kdbtree",
                    help="spatial partitioner (default kdbtree; RIhPS hashes ids instead)")
     p.add_argument("--out", required=True, metavar="OUT.jsonl", help="output file")
     p.set_defaults(func=_run)
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:

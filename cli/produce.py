@@ -68,12 +68,20 @@ def subscription_records(subs: Subscriptions) -> list[dict]:
 
 
 def produce_records(client_conf: dict[str, str], topic: str, name: str,
-                    records: list[dict], rate: float | None = None) -> None:
-    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost."""
+                    records: list[dict], rate: float | None = None,
+                    progress: Progress | None = None) -> None:
+    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost.
+
+    A publication whose event time is ``MISSING_TIME`` gets the time it is sent.
+    """
     c = codec()
     sender = Sender(client_conf, rate=rate)
-    for record in records:
+    for n, record in enumerate(records, 1):
+        if record.get("event_time") == MISSING_TIME:
+            record["event_time"] = int(time.time() * 1000)
         sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
+        if progress is not None:
+            progress.update(n)
     sender.flush()
 
 
@@ -92,39 +100,33 @@ def _report(rejected: list[Rejected], path: str) -> None:
         print(f"{path}: rejected {r}", file=sys.stderr)
 
 
-def _send_all(args: argparse.Namespace, cfg: config.Config, topic: str, name: str,
-              records: list[dict], kind: str) -> None:
-    c = codec()
-    sender = Sender(cfg.kafka_client(), rate=args.rate)
-    progress = Progress(len(records), f"{kind}")
+def _produce(args: argparse.Namespace, cfg: config.Config, logical: str, name: str,
+             records: list[dict], rejected: list[Rejected]) -> int:
+    """Report the rejected features, produce the rest, print the count; the exit code."""
+    _report(rejected, args.file)
+    reachable(cfg)
+    topic = args.topic or cfg.topic(logical)
+    progress = Progress(len(records), logical)
     try:
-        for n, record in enumerate(records, 1):
-            if kind == "publications" and record["event_time"] == MISSING_TIME:
-                record["event_time"] = int(time.time() * 1000)
-            sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
-            progress.update(n)
-        sender.flush()
+        produce_records(cfg.kafka_client(), topic, name, records, args.rate, progress)
     except KafkaUnavailable as exc:
         raise CommandError(str(exc)) from None
     finally:
         progress.close()
+    print(f"produced {len(records)} {logical} to {topic}; rejected {len(rejected)}")
+    return EXIT_REJECTED if rejected else 0
 
 
 def _publish(args: argparse.Namespace) -> int:
     cfg = settings(args)
     try:
         pubs, _, rejected = read_publications(args.file, default_event_time=MISSING_TIME)
-        if args.event_time == "now":
-            pubs.event_time[:] = MISSING_TIME
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
-    _report(rejected, args.file)
-    reachable(cfg)
-    topic = args.topic or cfg.topic("publications")
-    records = publication_records(pubs)
-    _send_all(args, cfg, topic, "Publication", records, "publications")
-    print(f"produced {len(records)} publications to {topic}; rejected {len(rejected)}")
-    return EXIT_REJECTED if rejected else 0
+    if args.event_time == "now":
+        pubs.event_time[:] = MISSING_TIME
+    return _produce(args, cfg, "publications", "Publication", publication_records(pubs),
+                    rejected)
 
 
 def _subscribe(args: argparse.Namespace) -> int:
@@ -133,10 +135,5 @@ def _subscribe(args: argparse.Namespace) -> int:
         subs, _, rejected = read_subscriptions(args.file)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
-    _report(rejected, args.file)
-    reachable(cfg)
-    topic = args.topic or cfg.topic("subscriptions")
-    records = subscription_records(subs)
-    _send_all(args, cfg, topic, "Subscription", records, "subscriptions")
-    print(f"produced {len(records)} subscriptions to {topic}; rejected {len(rejected)}")
-    return EXIT_REJECTED if rejected else 0
+    return _produce(args, cfg, "subscriptions", "Subscription", subscription_records(subs),
+                    rejected)
