@@ -88,6 +88,22 @@ def machine() -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
+def _record_invocation(path: Path, settings: DistributorSettings, resume: bool) -> None:
+    """Write the machine and append this command to meta.json.
+
+    A resumed results directory is built by several invocations; each is kept, with its date,
+    so the report can say exactly which commands produced the numbers.
+    """
+    previous = json.loads(path.read_text()) if resume and path.exists() else {}
+    commands = previous.get("commands") or (
+        [{"command": previous["command"], "date": previous["machine"]["date"]}]
+        if "command" in previous else [])
+    info = machine()
+    commands.append({"command": sys.argv, "date": info["date"]})
+    path.write_text(json.dumps({"machine": info, "commands": commands,
+                                "distributor": settings.__dict__}, indent=1))
+
+
 def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: DistributorSettings,
              resume: bool = True, log: Callable[[str], None] = print) -> Tables:
     """Run every spec not already recorded; return the tables written."""
@@ -96,9 +112,7 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
     if not resume:
         for name in TABLES:
             tables.path(name).unlink(missing_ok=True)
-    (out / "meta.json").write_text(json.dumps(
-        {"machine": machine(), "command": sys.argv, "distributor": settings.__dict__},
-        indent=1))
+    _record_invocation(out / "meta.json", settings, resume)
     todo = [s for s in plan if s.run_id not in done]
     log(f"{len(plan)} runs planned, {len(plan) - len(todo)} already recorded, {len(todo)} to go")
     workloads = Workloads()
