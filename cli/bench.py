@@ -27,7 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         add(benches)
 
 
-
 def register_kernel(benches: argparse._SubParsersAction) -> None:
     p = benches.add_parser(
         "kernel", help="each strategy vs the vectorised single-core matcher",

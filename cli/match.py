@@ -42,7 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-
 def _run(args: argparse.Namespace) -> int:
     from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, CommandError
 

@@ -304,12 +304,10 @@ def _machine(results_dir: Path) -> list[str]:
     lines = [f"- CPUs: {m.get('cpus', '?')}", f"- platform: {m.get('platform', '?')}",
              f"- Python {m.get('python', '?')}, PySpark {m.get('pyspark', '?')}, "
              f"Java: {m.get('java', '?')}", f"- started: {m.get('date', '?')}"]
-    commands = meta.get("commands") or (
-        [{"command": meta["command"], "date": m.get("date", "?")}] if meta.get("command") else [])
-    if commands:
+    if meta.get("commands"):
         lines.append("- commands that produced these results (in order):")
         lines += [f"  - `{shlex.join(str(a) for a in c['command'])}` ({c['date']})"
-                  for c in commands]
+                  for c in meta["commands"]]
     if meta.get("distributor"):
         lines.append("- distributor: " + ", ".join(f"{k} {v}" for k, v in
                                                     meta["distributor"].items()))

@@ -103,7 +103,8 @@ def build_results(out: Path, pipelines: tuple[str, ...] = PIPELINES,
     (out / "meta.json").write_text(json.dumps({
         "machine": {"cpus": 2, "platform": "Linux-test", "python": "3.11.7",
                     "pyspark": "4.3.0", "java": "openjdk 17", "date": "2026-11-22"},
-        "command": ["geops", "bench", "paper", "--full"],
+        "commands": [{"command": ["geops", "bench", "paper", "--full"],
+                      "date": "2026-11-22"}],
         "distributor": {"period": "10s", "threshold": 0.5}}))
     (out / "analysis.md").write_text(ANALYSIS)
     return out
