@@ -175,6 +175,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.min_improvement", "distributor", "GEOPS_DISTRIBUTOR_MIN_IMPROVEMENT",
             "--min-improvement", _float, "miMLDC: required MLDC improvement",
             check=_at_least(0.0)),
+    Setting("distributor.first_period", "distributor", "GEOPS_DISTRIBUTOR_FIRST_PERIOD",
+            "--first-period", _str, "when the first period ends: min-items (as soon as M items "
+            "are in) or full (after D, as the paper)", choices=("min-items", "full")),
     Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
             "--stop-after-idle", parse_duration,
             "stop once no metrics of the app arrived for this long (0 = never)"),

@@ -16,8 +16,12 @@ learns that epoch's assignment from the ``worker`` of the records. The next comm
 always one more than the highest epoch seen, so an epoch is never reused. A restore, an adoption
 and a command all start the N-period cool-down.
 
-Input never raises: ``observe_*`` return None when a record was used, else a reason starting
-with one of the ``REJECT_*`` kinds, also counted in ``counters``.
+Input never raises: ``observe_*`` return None when a record was used (or held: loads that come
+before the first BatchSummary wait for it to tell P and W), else a reason starting with one of
+the ``REJECT_*`` kinds, also counted in ``counters``.
+
+The first period may close early (``first_period_due``), as soon as M items are in; every
+condition of the paper still decides.
 """
 
 from __future__ import annotations
@@ -36,12 +40,15 @@ from schemas.assignment import assignment_problem, initial_assignment, moves_bet
 
 REJECT_MALFORMED = "malformed"          # missing field or wrong type: a producer bug
 REJECT_FOREIGN = "foreign app"          # another app_id than the one this engine balances
-REJECT_UNKNOWN_SHAPE = "unknown shape"  # P and W not known yet (no BatchSummary seen)
+REJECT_UNKNOWN_SHAPE = "unknown shape"  # P and W not known yet and too many loads held
 REJECT_OUT_OF_RANGE = "out of range"    # partition or worker id outside 0..P-1 / 0..W-1
 REJECT_SHAPE_MISMATCH = "shape mismatch"  # BatchSummary with another P or W
 REJECT_STALE = "stale epoch"            # measured under an older assignment: expected
 REJECT_DUPLICATE = "duplicate"          # the same (batch, partition, worker) again
 REJECT_INVALID = "invalid restore"      # restore() with an unusable epoch or assignment
+# The app writes a batch's loads before its BatchSummary, so the loads of the very first batch
+# arrive before P and W are known: they are held (up to this many) and counted once it comes.
+MAX_HELD_LOADS = 100_000
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,8 @@ class Engine:
         self._total_items = 0
         self._loads: EpochLoads | None = None
         self._costs: list[float] = []
+        self._held: list[Any] = []    # loads that came before the first BatchSummary
+        self._judged = False          # a period with items has been closed
         if partitions is not None or workers is not None:
             if partitions is None or workers is None or partitions < 1 or workers < 1:
                 raise ValueError(f"give both partitions and workers (>= 1), got "
@@ -98,6 +107,21 @@ class Engine:
     def awaiting(self) -> bool:
         """True while the engine waits for the app to report ``epoch``."""
         return self._awaiting
+
+    @property
+    def period_items(self) -> int:
+        """Items counted in the open period (0 before P and W are known)."""
+        return 0 if self._loads is None else self._loads.period_items
+
+    @property
+    def first_period_due(self) -> bool:
+        """True when the first period may close now, before its full D: ``first_period`` is
+        ``min-items``, no period with items was judged and nothing changed the assignment yet,
+        and at least M items (and at least one) are in. Callers close it at a batch boundary."""
+        return (self.params.first_period == "min-items" and not self._judged
+                and self._changed_at is None and not self._awaiting
+                and self._loads is not None
+                and self._loads.period_items >= max(1, self.params.min_items))
 
     # -- input --------------------------------------------------------------------------------
 
@@ -137,9 +161,15 @@ class Engine:
         if self.workers is not None and shape != (self.partitions, self.workers):
             return self._reject(REJECT_SHAPE_MISMATCH, f"app reports P={shape[0]}, W={shape[1]};"
                                 f" balancing P={self.partitions}, W={self.workers}")
-        if self.workers is None:
+        learnt = self.workers is None
+        if learnt:
             self._set_shape(*shape)   # drops a restored assignment that does not fit
-        if self._see_epoch(summary["epoch"]):
+        stale = self._see_epoch(summary["epoch"])
+        if learnt:
+            held, self._held = self._held, []
+            for record in held:
+                self.observe_load(record)  # a rejection is counted like any other
+        if stale:
             return self._reject(REJECT_STALE, f"batch of epoch {summary['epoch']}, "
                                 f"in force {self._epoch}")
         self._count("batches")
@@ -153,7 +183,12 @@ class Engine:
         if self.app_id and record["app_id"] != self.app_id:
             return self._reject(REJECT_FOREIGN, f"app {record['app_id']!r}")
         if self._loads is None or self.partitions is None or self.workers is None:
-            return self._reject(REJECT_UNKNOWN_SHAPE, "no BatchSummary yet: P and W unknown")
+            if len(self._held) >= MAX_HELD_LOADS:
+                return self._reject(REJECT_UNKNOWN_SHAPE, f"no BatchSummary yet: P and W "
+                                    f"unknown and {MAX_HELD_LOADS} loads held already")
+            self._held.append(record)
+            self._count("held")
+            return None
         p, w = record["partition"], record["worker"]
         if not 0 <= p < self.partitions:
             return self._reject(REJECT_OUT_OF_RANGE,
@@ -199,6 +234,7 @@ class Engine:
             proposal = self.policy.propose(partition_loads, assignment, self.workers, self._costs)
             predicted = assignment_mldc(partition_loads, proposal, self.workers)
         verdict = judge(self.params, current, predicted, loads.period_items, self._since(period))
+        self._judged = self._judged or loads.period_items > 0
         if self._awaiting:
             decision = "waiting"
             reason = (f"waiting for the app to report epoch {self._epoch} "

@@ -7,15 +7,17 @@ epoch is never reused after a restart), then follow the metrics topic from its *
 loads matter. The app's PartitionLoad and BatchSummary records feed the engine; its MoveReports
 are logged.
 
-Every period D (wall clock) the engine closes the period: the DistributorStatus goes to the
+Every period D (wall clock) the engine closes the period; the first one closes as soon as the
+first batches bring M items (``first_period = "min-items"``, the default; ``"full"`` waits D as
+the paper does), and the following periods last D from then. The DistributorStatus goes to the
 status topic and the RebalanceCommand, if any, to the control topic keyed by the app id
 (compaction keeps the latest per app); both are flushed before the next period starts. One log
 line per period gives the epoch, MLDC, decision and reason.
 
 Input never stops the service: undecodable records, records of other schemas or apps and
 records the engine rejects are counted (``Service.counters``) and reported at most once per
-period. Expected rejections (older epochs in flight after a rebalance, other apps, loads before
-the first BatchSummary) are only counted.
+period. Expected rejections (older epochs in flight after a rebalance, other apps) are only
+counted; loads that come before the first BatchSummary are held until it tells P and W.
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ class Service:
         p = self.engine.params
         return (f"metric {p.metric}, mode {p.mode}, policy {self.engine.policy.name}, threshold "
                 f"{p.threshold}, M={p.min_items}, N={p.wait_periods}, "
-                f"miMLDC={p.min_improvement}")
+                f"miMLDC={p.min_improvement}, first period {p.first_period}")
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -218,8 +220,13 @@ class Service:
                 if self._handle(msg):
                     last_seen = time.monotonic()
             now = time.monotonic()
-            if now >= period_end and (not self._mid_batch
-                                      or now >= period_end + BATCH_GRACE_S):
+            if not self._mid_batch and self.engine.first_period_due:
+                log.info("closing the first period early: %d item(s) of the app are in (M=%d)",
+                         self.engine.period_items, self.engine.params.min_items)
+                self._end_period(sender)
+                period_end = now + self.period_s  # later periods last D from here
+            elif now >= period_end and (not self._mid_batch
+                                        or now >= period_end + BATCH_GRACE_S):
                 self._end_period(sender)
                 period_end += self.period_s
                 if period_end <= now:  # fell behind (e.g. a slow flush): skip, do not burst

@@ -44,6 +44,7 @@ class DistributorSettings:
     wait_periods: int = 3
     threshold: float = 0.5
     min_improvement: float = 0.3
+    first_period: str = "min-items"
 
 
 def _env(address: str, state: Path) -> dict[str, str]:
@@ -57,7 +58,8 @@ def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
     return [*GEOPS, "distributor", "--mode", mode, "--metric", metric,
             "--period", settings.period, "--min-items", str(settings.min_items),
             "--wait-periods", str(settings.wait_periods), "--threshold",
-            str(settings.threshold), "--min-improvement", str(settings.min_improvement)]
+            str(settings.threshold), "--min-improvement", str(settings.min_improvement),
+            "--first-period", settings.first_period]
 
 
 def app_args(spec: RunSpec, trigger: str = "500ms", idle: str = "3s") -> list[str]:

@@ -63,12 +63,13 @@ def test_params_defaults_are_table_1():
     p = Params()
     assert (p.metric, p.mode, p.threshold, p.min_items, p.wait_periods, p.min_improvement) == (
         "LB", "dynamic", 0.5, 1000, 3, 0.3)
+    assert p.first_period == "min-items"  # ours; "full" is the paper's first period
 
 
 @pytest.mark.parametrize("bad", [
     dict(metric="CPU"), dict(mode="auto"), dict(threshold=-0.1), dict(threshold=float("nan")),
     dict(min_items=-1), dict(min_items=1.5), dict(wait_periods=True),
-    dict(min_improvement="0.3"),
+    dict(min_improvement="0.3"), dict(first_period="soon"),
 ])
 def test_params_reject_bad_values(bad):
     with pytest.raises(ValueError):

@@ -261,12 +261,64 @@ def test_restored_assignment_that_does_not_fit_the_apps_shape_is_learnt_instead(
 
 # -- bad input is counted, rejected with a reason, and never raises ------------------------------
 
-def test_loads_before_p_and_w_are_known_are_rejected():
+def test_loads_before_p_and_w_are_known_are_held_until_the_first_summary():
     engine = Engine(DB, app_id=APP)
-    assert engine.observe_load(load(0, 0)).startswith("unknown shape")
-    status = engine.end_period(1).status
+    assert [engine.observe_load(load(p, w, items=n)) for p, (w, n) in
+            enumerate(zip([0, 0, 1, 1], SKEW, strict=True))] == [None] * 4
+    status = engine.end_period(1).status    # nothing can be judged without P and W
     assert status["decision"] == "waiting" and status["worker_loads"] == []
     assert_is_record("DistributorStatus", status)
+    assert engine.observe_batch(summary()) is None   # the app writes it after the loads
+    assert engine.period_items == sum(SKEW) and engine.counters["held"] == 4
+    assert engine.end_period(2).command is not None  # the first batch counts
+
+
+def test_held_loads_are_checked_like_any_once_p_and_w_are_known():
+    engine = Engine(DB, app_id=APP)
+    assert engine.observe_load(load(9, 0)) is None             # partition 9 of P = 4
+    assert engine.observe_load(load(0, 0, epoch=0)) is None
+    assert engine.observe_batch(summary(epoch=1)) is None      # the app already runs epoch 1
+    assert engine.counters["out of range"] == 1 and engine.counters["stale epoch"] == 1
+    assert engine.period_items == 0
+
+
+def test_held_loads_are_bounded(monkeypatch):
+    monkeypatch.setattr("distributor.engine.MAX_HELD_LOADS", 2)
+    engine = Engine(DB, app_id=APP)
+    assert engine.observe_load(load(0, 0)) is None and engine.observe_load(load(1, 0)) is None
+    assert engine.observe_load(load(2, 1)).startswith("unknown shape")
+
+
+# -- the first period ends once M items are in (unless first_period = full) ---------------------
+
+def test_first_period_is_due_once_m_items_are_in():
+    engine = new_engine(Params(metric="DB", min_items=1000))
+    assert not engine.first_period_due
+    report(engine, SKEW)                                 # 1,000 items: exactly M
+    assert engine.first_period_due
+    assert engine.end_period(1).command is not None
+    assert not engine.first_period_due                   # only the first period
+
+
+def test_first_period_is_not_due_before_m_items_nor_when_full():
+    engine = new_engine(Params(metric="DB", min_items=1001))
+    report(engine, SKEW)
+    assert not engine.first_period_due
+    full = new_engine(Params(metric="DB", first_period="full"))
+    report(full, SKEW)
+    assert not full.first_period_due
+
+
+def test_first_period_is_not_due_after_a_period_with_items_or_a_restore():
+    judged = new_engine()
+    report(judged, [1, 1, 1, 1])
+    judged.end_period(1)                                 # judged: balanced, nothing to do
+    report(judged, SKEW, batch=1)
+    assert not judged.first_period_due
+    restored = Engine(DB, app_id=APP, partitions=4, workers=2)
+    assert restored.restore(2, [0, 1, 0, 1]) is None
+    report(restored, SKEW, epoch=2, assignment=[0, 1, 0, 1])
+    assert not restored.first_period_due                 # the cool-down rules after a restart
 
 
 @pytest.mark.parametrize(("record", "kind", "detail"), [

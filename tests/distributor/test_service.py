@@ -210,18 +210,44 @@ def test_a_period_ends_at_a_batch_boundary(kafka_cfg):
     assignment = [p * W // P for p in range(P)]
     with running(service):
         app.play(0, assignment)
+        wait_for(lambda: service.counters.get("loads", 0) == P)
+        closed = service.counters["periods"]
+        wait_for(lambda: service.counters["periods"] > closed)
         for p in range(4):
             app.send("PartitionLoad", load_record(1, 0, p, 0, 100))
         time.sleep(0.8)  # past the end of the 0.3 s period, well within the grace
         for p in range(4, P):
             app.send("PartitionLoad", load_record(1, 0, p, 1, 10))
         app.send("BatchSummary", summary_record(1, 0))
-        wait_for(lambda: service.counters.get("loads", 0) == P)
+        wait_for(lambda: service.counters.get("loads", 0) == 2 * P)
         closed = service.counters["periods"]
         wait_for(lambda: service.counters["periods"] >= closed + 2)
     statuses = by_schema(cfg.kafka_client(), cfg.topic("status"))["DistributorStatus"]
-    # batch 0 taught P and W (its loads came before that); batch 1 is judged in one period
-    assert [s["items"] for s in statuses if s["items"]] == [4 * 100 + 4 * 10]
+    # batch 0 in one period; batch 1, straddling the end of the next, in one period too
+    assert [s["items"] for s in statuses if s["items"]] == [4 * 100 + 4 * 10] * 2
+
+
+@pytest.mark.parametrize("first_period", ["min-items", "full"])
+def test_the_first_period_closes_once_m_items_are_in(kafka_cfg, first_period):
+    """With a long D, a skewed first batch is judged (and rebalanced) at once, its loads
+    included although they came before the first BatchSummary; `full` waits for D."""
+    create_topics(kafka_cfg)
+    cfg = kafka_cfg.with_overrides({**FAST, "distributor.period": "60s",
+                                    "distributor.min_items": "440",
+                                    "distributor.first_period": first_period})
+    service = Service(cfg)
+    app = FakeApp(cfg)
+    with running(service):
+        app.play(0, [p * W // P for p in range(P)])   # 4 x 100 + 4 x 10 items: exactly M
+        wait_for(lambda: service.counters.get("loads", 0) == P)
+        if first_period == "min-items":
+            wait_for(lambda: service.counters.get("commands", 0) == 1, timeout=10)
+        else:
+            time.sleep(2)
+            assert service.counters.get("periods", 0) == 0
+    if first_period == "min-items":
+        assert service.counters["held"] == P and service.counters["periods"] == 1
+        assert commands(cfg)[0]["epoch"] == 1
 
 
 def test_stops_on_its_own_once_the_app_is_idle(kafka_cfg):
