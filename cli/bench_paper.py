@@ -31,6 +31,10 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
     size.add_argument("--quick", action="store_true",
                       help="CI check: sPIS, Static STAL vs Dynamic LB STAL, skew 0.5 and 0.9")
     size.add_argument("--full", action="store_true", help="everything (the default)")
+    size.add_argument("--first-period-ab", action="store_true",
+                      help="A/B of the distributor's first period: Static STAL vs Dynamic LB "
+                           "STAL with --first-period min-items and full, back to back per "
+                           "point (default skew 0.9; labelled runs, not in Fig. 4-7)")
     p.add_argument("--out", metavar="DIR",
                    help="results directory (default docs/results, or <state-dir>/bench-quick "
                         "with --quick)")
@@ -41,8 +45,9 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
                    help="subset of " + ",".join(PIPELINES))
     p.add_argument("--modes", default=",".join(MODES), metavar="LIST",
                    help="subset of the six modes, e.g. 'Static STAL,Dynamic LB STAL'")
-    p.add_argument("--skews", default=",".join(map(str, SKEWS)), metavar="LIST",
-                   help="skew coefficients with one hot worker of two (0.5 is balanced)")
+    p.add_argument("--skews", metavar="LIST",
+                   help="skew coefficients with one hot worker of two (0.5 is balanced; "
+                        f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
     p.add_argument("--no-resume", action="store_true",
                    help="start over instead of skipping runs already in runs.csv")
     p.add_argument("--report-only", action="store_true",
@@ -74,7 +79,7 @@ def _skews(text: str) -> tuple[float, ...]:
 def _paper(args: argparse.Namespace) -> int:
     from bench.paper import redistribution
     from bench.paper.harness import run_plan
-    from bench.paper.plan import MODES, PIPELINES, full_plan, quick_plan
+    from bench.paper.plan import MODES, PIPELINES, SKEWS, first_period_plan, full_plan, quick_plan
     from bench.paper.runner import DistributorSettings, RunFailed
 
     cfg = settings(args)
@@ -96,10 +101,15 @@ def _paper(args: argparse.Namespace) -> int:
                 run_plan(quick_plan(), out, workdir,
                          DistributorSettings(period="2s", min_items=500, wait_periods=2),
                          resume=not args.no_resume, log=log)
+            elif args.first_period_ab:
+                run_plan(first_period_plan(
+                    args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
+                    _skews(args.skews or "0.9")), out, workdir, DistributorSettings(),
+                    resume=not args.no_resume, log=log)
             else:
                 plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
                                  _list(args.modes, tuple(MODES), "--modes"),
-                                 _skews(args.skews))
+                                 _skews(args.skews or ",".join(map(str, SKEWS))))
                 run_plan(plan, out, workdir, DistributorSettings(),
                          resume=not args.no_resume, log=log)
                 redistribution.run_redistribution(redistribution.plan(args.repeats), out,

@@ -47,6 +47,7 @@ class RunSpec:
     partitions: int = 64
     partitioner: str = "kdbtree"
     label: str = ""  # tells apart runs that differ in something else (e.g. static size)
+    first_period: str | None = None  # the distributor's first period, if not the settings'
 
     @property
     def join(self) -> str:
@@ -87,6 +88,26 @@ def full_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
                     continue
                 for mode in modes:
                     runs.append(RunSpec(pipeline, mode, skew, repeat, sizes[pipeline]))
+    return runs
+
+
+# Labels of the first-period A/B; the Dynamic runs' label ends with the first period.
+AB_LABEL = "ab"
+FIRST_PERIODS = ("min-items", "full")
+
+
+def first_period_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
+                      skews: tuple[float, ...] = (0.9,)) -> list[RunSpec]:
+    """A/B of the distributor's first period: per point, Static STAL and Dynamic LB STAL with
+    each first period, back to back on the same stream, so their ratios share one time window.
+    """
+    runs = []
+    for spec in full_plan(repeats, pipelines, ("Static STAL", "Dynamic LB STAL"), skews):
+        if spec.balancing == "static":
+            runs.append(replace(spec, label=AB_LABEL))
+        else:
+            runs += [replace(spec, label=f"{AB_LABEL}-{fp}", first_period=fp)
+                     for fp in FIRST_PERIODS]
     return runs
 
 

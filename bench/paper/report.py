@@ -28,6 +28,7 @@ from bench.paper.figures import (
     point_table,
     read_rows,
 )
+from bench.paper.plan import AB_LABEL, FIRST_PERIODS
 
 BALANCED = 0.5          # one hot worker of two
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
@@ -403,6 +404,61 @@ def _simulation(results_dir: Path) -> list[str]:
     return lines + _table(["claim", "simulation", "verdict"], rows)
 
 
+def _ab_variant(run_id: str) -> str | None:
+    """Static STAL, or the first period of a Dynamic LB STAL run, of the first-period A/B."""
+    if run_id.endswith(f"-{AB_LABEL}"):
+        return STATIC
+    return next((fp for fp in FIRST_PERIODS if run_id.endswith(f"-{AB_LABEL}-{fp}")), None)
+
+
+def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
+    """The first-period A/B table: per point, mean throughput of Static STAL and of Dynamic LB
+    STAL with each first period, their ratios, and how long the run stayed on epoch 0."""
+    groups: dict[tuple[str, float, str], list[float]] = defaultdict(list)
+    for r in runs:
+        variant = _ab_variant(r["run_id"])
+        if variant is not None:
+            groups[(r["pipeline"], float(r["skew"]), variant)].append(float(r["throughput"]))
+    if not groups:
+        return []
+    first: dict[str, float] = {}
+    switch: dict[str, float] = {}
+    for b in batches:
+        rid, start = b["run_id"], float(b["start_ms"])
+        first[rid] = min(first.get(rid, start), start)
+        if int(b["epoch"]) > 0:
+            switch[rid] = min(switch.get(rid, start), start)
+    skewed: dict[tuple[str, float, str], list[float]] = defaultdict(list)
+    for r in runs:
+        variant = _ab_variant(r["run_id"])
+        if variant in FIRST_PERIODS and r["run_id"] in switch:
+            skewed[(r["pipeline"], float(r["skew"]), variant)].append(
+                (switch[r["run_id"]] - first[r["run_id"]]) / 1000)
+    rows = []
+    points = sorted({(p, s) for p, s, _ in groups},
+                    key=lambda k: (pipeline_order(p for p, _, _ in groups).index(k[0]), k[1]))
+    for pipeline, skew in points:
+        static = groups.get((pipeline, skew, STATIC), [])
+        row: list[Any] = [pipeline, skew, f"{statistics.mean(static):,.0f} (n={len(static)})"
+                          if static else "–"]
+        for fp in FIRST_PERIODS:
+            dyn = groups.get((pipeline, skew, fp), [])
+            ratio = statistics.mean(dyn) / statistics.mean(static) if dyn and static else None
+            start = skewed.get((pipeline, skew, fp), [])
+            row += [f"{statistics.mean(dyn):,.0f} (n={len(dyn)})" if dyn else "–", _fmt(ratio),
+                    f"{statistics.mean(start):.1f}" if start else "–"]
+        rows.append(row)
+    header = ["pipeline", "skew", "Static STAL pub/s"]
+    for fp in FIRST_PERIODS:
+        header += [f"LB STAL {fp} pub/s", f"{fp} / Static", f"{fp}: s on epoch 0"]
+    return ["## The distributor's first period (A/B)", "",
+            "`geops bench paper --first-period-ab`: per point Static STAL and Dynamic LB STAL "
+            "with `--first-period min-items` (ours: the first period closes once M items are "
+            "in) and `full` (the paper: after D), run back to back on the same stream. "
+            "*s on epoch 0*: seconds from the first batch to the first batch under the new "
+            "assignment (mean over the runs that rebalanced).", "", *_table(header, rows)]
+
+
 def render(results_dir: Path) -> str:
     """The README's text for the CSVs in ``results_dir``."""
     all_runs = read_rows(results_dir / "runs.csv")
@@ -415,7 +471,7 @@ def render(results_dir: Path) -> str:
              "(`local[2]`) with one hot worker (skew 0.5 is balanced); every number in this "
              "file is computed from the CSV files next to it. "
              f"{len(runs)} runs of the plan and {len(all_runs) - len(runs)} other runs "
-             "(Fig. 8) are recorded.", "",
+             "(Fig. 8, first-period A/B) are recorded.", "",
              "## Machine", ""]
     lines += _machine(results_dir)
     lines += ["## How to reproduce", "",
@@ -424,6 +480,8 @@ def render(results_dir: Path) -> str:
               "# physical runs (resumable), Fig. 8 runs, simulation, figures, this file",
               "geops bench paper --report-only --out docs/results   "
               "# only the simulation, figures and this file, from the CSVs",
+              "geops bench paper --first-period-ab --out docs/results   "
+              "# the distributor's first period: min-items vs full",
               "geops bench paper --quick   # CI check of the harness (sPIS, two modes, two skews)",
               "```", "", "Files:", ""]
     lines += [f"- [`{name}`]({name}): {what}" for name, what in TABLES
@@ -451,6 +509,7 @@ def render(results_dir: Path) -> str:
                           r["max_mldc_after"], f"{r['periods_after']} "
                           f"({r['periods_after_over']})", r["threshold"], r["kind"]]
                          for r in reb])
+    lines += first_period_ab(all_runs, read_rows(results_dir / "batches.csv"))
     lines += ["## Figures", ""]
     for name, caption in FIGURES:
         if (results_dir / f"{name}.png").exists():

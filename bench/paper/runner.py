@@ -54,12 +54,13 @@ def _env(address: str, state: Path) -> dict[str, str]:
 
 def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
     mode = "observe" if spec.balancing == "static" else "dynamic"
+    first_period = spec.first_period or settings.first_period
     metric = "LB" if spec.balancing == "static" else spec.balancing
     return [*GEOPS, "distributor", "--mode", mode, "--metric", metric,
             "--period", settings.period, "--min-items", str(settings.min_items),
             "--wait-periods", str(settings.wait_periods), "--threshold",
             str(settings.threshold), "--min-improvement", str(settings.min_improvement),
-            "--first-period", settings.first_period]
+            "--first-period", first_period]
 
 
 def app_args(spec: RunSpec, trigger: str = "500ms", idle: str = "3s") -> list[str]:

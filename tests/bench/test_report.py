@@ -124,3 +124,39 @@ def test_readme_from_an_empty_directory(tmp_path: Path) -> None:
     text = report.write_report(tmp_path, log=lambda _: None).read_text()
     assert "No meta.json" in text and "Not computed: no pair of modes" in text
     assert "## Analysis" not in text
+
+
+def test_first_period_ab_compares_each_first_period_with_static_stal() -> None:
+    from bench.paper.plan import first_period_plan
+
+    plan = first_period_plan(2, ("sPS",), (0.9,))
+    assert [(s.mode, s.first_period) for s in plan[:3]] == [
+        ("Static STAL", None), ("Dynamic LB STAL", "min-items"), ("Dynamic LB STAL", "full")]
+    throughput = {"Static STAL": 1000.0, "min-items": 1500.0, "full": 1200.0}
+    runs, batches = [], []
+    for spec in plan:
+        variant = spec.first_period or spec.mode
+        runs.append({"run_id": spec.run_id, "pipeline": "sPS", "mode": spec.mode,
+                     "skew": "0.9", "repeat": str(spec.repeat),
+                     "throughput": str(throughput[variant])})
+        switch_ms = {"min-items": 4000, "full": 14000}.get(variant)
+        batches += [{"run_id": spec.run_id, "start_ms": str(1000 + t), "epoch": str(
+            int(switch_ms is not None and t >= switch_ms))} for t in range(0, 20000, 2000)]
+    runs.append(KNOWN[0])  # plan runs are not part of the A/B
+    lines = report.first_period_ab(runs, batches)
+    row = next(line for line in lines if line.startswith("| sPS"))
+    assert row == ("| sPS | 0.90 | 1,000 (n=2) | 1,500 (n=2) | 1.50 | 4.0 | 1,200 (n=2) | 1.20 "
+                   "| 14.0 |")
+    assert report.first_period_ab(KNOWN, []) == []
+
+
+def test_distributor_args_take_the_runs_first_period() -> None:
+    from bench.paper.plan import first_period_plan
+    from bench.paper.runner import DistributorSettings, distributor_args
+
+    static, early, full = first_period_plan(1, ("sPS",), (0.9,))
+    settings = DistributorSettings()
+    assert distributor_args(static, settings)[-1] == "min-items"
+    assert distributor_args(early, settings)[-1] == "min-items"
+    assert distributor_args(full, settings)[-1] == "full"
+    assert "observe" in distributor_args(static, settings)
