@@ -49,7 +49,7 @@ POLL_S = 0.2  # longest wait for metrics, so a stop or a period end is noticed p
 # BatchSummary (the app writes it right after them), the period end waits up to this long.
 BATCH_GRACE_S = 2.0
 # Rejection kinds that are normal operation: counted, never warned about.
-QUIET = frozenset({"stale epoch", "foreign app", "unknown shape"})
+QUIET = frozenset({"stale epoch", "foreign app"})
 UNDECODABLE = "undecodable"
 UNEXPECTED = "unexpected schema"
 KAFKA_ERROR = "kafka error"
