@@ -68,6 +68,16 @@ def _session(cfg: Config):
     return spark
 
 
+def starting(status: dict) -> bool:
+    """Whether a streaming query is still starting, before its first trigger.
+
+    Spark reports "Initializing sources" while it starts the query; on a busy machine that alone
+    takes seconds (the Python source starts in a worker of its own). An app that counted that
+    time as idle stopped before its first batch.
+    """
+    return status["message"].startswith("Initializing")
+
+
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import BatchRunner, BatchState, Topics
@@ -151,8 +161,11 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     try:
         while query.isActive:
             query.awaitTermination(0.2)
+            status = query.status
+            if starting(status):
+                state.last_input = time.monotonic()  # the idle clock starts with the query
             quiet = time.monotonic() - state.last_input
-            if query.status["isDataAvailable"] or query.status["isTriggerActive"]:
+            if status["isDataAvailable"] or status["isTriggerActive"]:
                 quiet = 0.0 if not stopping else quiet
             if (stopping or (idle and quiet >= idle)) and not state.busy:
                 if not stopping:

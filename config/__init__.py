@@ -155,7 +155,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.checkpoint", "app", "GEOPS_APP_CHECKPOINT", "--checkpoint", _str,
             "checkpoint directory (default: <state-dir>/checkpoints/<app-id>)"),
     Setting("app.stop_after_idle", "app", "GEOPS_APP_STOP_AFTER_IDLE", "--stop-after-idle",
-            parse_duration, "stop once no input arrived for this long (0 = never)"),
+            parse_duration, "stop once no input arrived for this long after the query started "
+            "(0 = never)"),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,

@@ -30,8 +30,12 @@ def command(epoch: int, assignment: list[int], app_id: str = "") -> bytes:
         "mldc_predicted": 0.1, "metric": "LB", "reason": "test", "time": 0, "app_id": app_id})
 
 
-def wait_for_batches(cfg, n: int, timeout: float = 120.0) -> bool:
-    """True once the app has reported ``n`` batch summaries on the metrics topic."""
+def wait_for_batches(cfg, n: int, timeout: float = 120.0,
+                     gave_up: threading.Event | None = None) -> bool:
+    """True once the app has reported ``n`` batch summaries on the metrics topic.
+
+    False after ``timeout`` or as soon as ``gave_up`` is set (the app already finished).
+    """
     c = consumer(cfg.kafka_client())
     from confluent_kafka import TopicPartition
 
@@ -39,7 +43,7 @@ def wait_for_batches(cfg, n: int, timeout: float = 120.0) -> bool:
     seen = 0
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (gave_up and gave_up.is_set()):
             for msg in c.consume(100, timeout=0.2):
                 if msg.error() is None and codec().decode(msg.value())[0] == "BatchSummary":
                     seen += 1
@@ -56,10 +60,10 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
     new = list(old)
     new[0], new[1], new[14], new[15] = 1, 1, 0, 0
     control = kafka_cfg.topic("control")
-    sent = threading.Event()
+    sent, app_done = threading.Event(), threading.Event()
 
     def commander() -> None:
-        if not wait_for_batches(kafka_cfg, 2):
+        if not wait_for_batches(kafka_cfg, 2, gave_up=app_done):
             return
         s = Sender(kafka_cfg.kafka_client())
         s.send(control, b"\x00garbage")                        # malformed
@@ -73,8 +77,11 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
 
     thread = threading.Thread(target=commander, daemon=True)
     thread.start()
-    assert run_app("--strategy", "sPIS", "--partitions", str(P),
-                   "--max-records-per-trigger", "100") == 0
+    try:
+        assert run_app("--strategy", "sPIS", "--partitions", str(P),
+                       "--max-records-per-trigger", "100") == 0
+    finally:
+        app_done.set()
     thread.join(5)
     assert sent.is_set(), "the app finished before the command could be sent"
 
