@@ -446,7 +446,8 @@ def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
             ratio = statistics.mean(dyn) / statistics.mean(static) if dyn and static else None
             start = skewed.get((pipeline, skew, fp), [])
             row += [f"{statistics.mean(dyn):,.0f} (n={len(dyn)})" if dyn else "–", _fmt(ratio),
-                    f"{statistics.mean(start):.1f}" if start else "–"]
+                    f"{statistics.mean(start):.1f} ({len(start)} of {len(dyn)})" if start
+                    else f"– (0 of {len(dyn)})"]
         rows.append(row)
     header = ["pipeline", "skew", "Static STAL pub/s"]
     for fp in FIRST_PERIODS:
@@ -456,7 +457,8 @@ def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
             "with `--first-period min-items` (ours: the first period closes once M items are "
             "in) and `full` (the paper: after D), run back to back on the same stream. "
             "*s on epoch 0*: seconds from the first batch to the first batch under the new "
-            "assignment (mean over the runs that rebalanced).", "", *_table(header, rows)]
+            "assignment, mean over the runs that rebalanced (how many of the point's runs did).",
+            "", *_table(header, rows)]
 
 
 def render(results_dir: Path) -> str:
