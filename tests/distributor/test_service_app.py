@@ -5,8 +5,11 @@ about 80% of the processing time, the LB load) must trigger exactly one rebalanc
 mode, after which MLDC stays under the threshold, and none in observe mode; no publication is
 lost either way. Each test runs the distributor in a thread and the app in this process.
 
-Test-sized settings: D = 2 s, M = 2000 items (about four batches, so the decision is not taken
-on the first batches, whose loads include building the partitions' indexes), N = 2. The
+Test-sized settings: D = 3 s, M = 1000 items, N = 2. M is judged per period, so D must hold
+well over M items even on a slow machine: on a loaded 2-core machine the app managed only
+about 700 items/s here, and with D = 2 s and M = 2000 no period ever had enough items (the
+dynamic test then saw no rebalance at all). With D = 3 s a period holds about 2,000 items at
+that pace, and the first period closes once 1,000 are in (two or three batches). The
 publications topic has one partition so every batch holds exactly 400 records: the engine
 judges a period on whatever it got, and a last batch of a handful of records (which a
 multi-partition topic leaves, see app.source.plan_limit) could put all of a period's load on
@@ -31,7 +34,7 @@ APP = "geops"
 HOT = 0            # SkewSpec(hot_workers=1): the partitions of worker 0 get the skewed share
 THRESHOLD = 0.5    # the Table 1 default, left as configured
 PER_TRIGGER = 400
-SETTINGS = {"distributor.period": "2s", "distributor.min_items": "2000",
+SETTINGS = {"distributor.period": "3s", "distributor.min_items": "1000",
             "distributor.wait_periods": "2"}
 
 
