@@ -23,7 +23,7 @@ class EndOffsets:
     def __init__(self, client_conf: Mapping[str, str], timeout: float = 30.0):
         self.timeout = timeout
         self._consumer = consumer(client_conf, **{"enable.partition.eof": True,
-                                                  "fetch.wait.max.ms": 10})
+                                                  "fetch.wait.max.ms": 1})
 
     def partitions(self, topic: str) -> list[int]:
         return topic_partitions(self._consumer, topic, self.timeout)
@@ -50,7 +50,9 @@ class EndOffsets:
                     missing = sorted(set(parts) - set(ends))
                     raise KafkaUnavailable(f"no end-of-partition answer for {topic}{missing} "
                                            f"within {self.timeout:.0f} s")
-                for msg in c.consume(10000, timeout=0.05):
+                # consume() waits out its timeout unless 10,000 messages come: keep it short,
+                # it is the floor of every call (a micro-batch asks once per trigger).
+                for msg in c.consume(10000, timeout=0.005):
                     err = msg.error()
                     if err is None:
                         continue
