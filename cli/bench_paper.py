@@ -48,6 +48,9 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--skews", metavar="LIST",
                    help="skew coefficients with one hot worker of two (0.5 is balanced; "
                         f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
+    p.add_argument("--scale", type=float, default=1.0, metavar="F",
+                   help="publications per run x F (default 1) for --full and --first-period-ab: "
+                        "raise it when the harness warns that runs streamed under 60 s")
     p.add_argument("--no-resume", action="store_true",
                    help="start over instead of skipping runs already in runs.csv")
     p.add_argument("--report-only", action="store_true",
@@ -78,13 +81,29 @@ def _skews(text: str) -> tuple[float, ...]:
 
 def _paper(args: argparse.Namespace) -> int:
     from bench.paper import redistribution
-    from bench.paper.harness import run_plan
-    from bench.paper.plan import MODES, PIPELINES, SKEWS, first_period_plan, full_plan, quick_plan
+    from bench.paper.harness import PlanConflict, run_plan
+    from bench.paper.plan import (
+        FULL_SIZES,
+        MIN_STREAM_S,
+        MODES,
+        PIPELINES,
+        SKEWS,
+        first_period_plan,
+        full_plan,
+        quick_plan,
+        scaled,
+    )
     from bench.paper.runner import DistributorSettings, RunFailed
 
     cfg = settings(args)
     if args.repeats < 1:
         raise CommandError("--repeats must be at least 1", EXIT_USAGE)
+    if not 0 < args.scale <= 100:
+        raise CommandError(f"--scale must be in (0, 100], got {args.scale}", EXIT_USAGE)
+    if args.quick and args.scale != 1.0:
+        raise CommandError("--scale applies to --full and --first-period-ab, not --quick",
+                           EXIT_USAGE)
+    sizes = scaled(FULL_SIZES, args.scale)
     out = Path(args.out) if args.out else (
         cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results"))
     workdir = Path(args.workdir) if args.workdir else cfg.state_dir() / "bench-runs"
@@ -104,16 +123,18 @@ def _paper(args: argparse.Namespace) -> int:
             elif args.first_period_ab:
                 run_plan(first_period_plan(
                     args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
-                    _skews(args.skews or "0.9")), out, workdir, DistributorSettings(),
-                    resume=not args.no_resume, log=log)
+                    _skews(args.skews or "0.9"), sizes), out, workdir, DistributorSettings(),
+                    resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
             else:
                 plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
                                  _list(args.modes, tuple(MODES), "--modes"),
-                                 _skews(args.skews or ",".join(map(str, SKEWS))))
+                                 _skews(args.skews or ",".join(map(str, SKEWS))), sizes)
                 run_plan(plan, out, workdir, DistributorSettings(),
-                         resume=not args.no_resume, log=log)
+                         resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
                 redistribution.run_redistribution(redistribution.plan(args.repeats), out,
                                                   workdir, resume=not args.no_resume, log=log)
+        except PlanConflict as exc:
+            raise CommandError(str(exc), EXIT_USAGE) from None
         except RunFailed as exc:
             raise CommandError(str(exc), EXIT_FAILED) from None
     _figures_and_report(out, log)

@@ -35,12 +35,12 @@ class Tables:
     def path(self, name: str) -> Path:
         return self.out / f"{name}.csv"
 
-    def done(self) -> set[str]:
-        """Run ids already in runs.csv."""
+    def done(self) -> dict[str, int]:
+        """Publications of each run already in runs.csv, by run id."""
         if not self.path("runs").exists():
-            return set()
+            return {}
         with open(self.path("runs")) as fh:
-            return {row["run_id"] for row in csv.DictReader(fh)}
+            return {row["run_id"]: int(row["publications"]) for row in csv.DictReader(fh)}
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         if not rows:
@@ -52,6 +52,10 @@ class Tables:
             if fresh:
                 writer.writeheader()
             writer.writerows(rows)
+
+
+class PlanConflict(Exception):
+    """The results directory holds runs of the same id with other sizes."""
 
 
 class Workloads:
@@ -105,10 +109,22 @@ def _record_invocation(path: Path, settings: DistributorSettings, resume: bool) 
 
 
 def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: DistributorSettings,
-             resume: bool = True, log: Callable[[str], None] = print) -> Tables:
-    """Run every spec not already recorded; return the tables written."""
+             resume: bool = True, log: Callable[[str], None] = print,
+             min_stream_s: float | None = None) -> Tables:
+    """Run every spec not already recorded; return the tables written.
+
+    A run that streamed for less than ``min_stream_s`` is kept but logged as too short.
+    """
     tables = Tables(out)
-    done = tables.done() if resume else set()
+    done = tables.done() if resume else {}
+    other = [s for s in plan if done.get(s.run_id, s.sizes.publications) != s.sizes.publications]
+    if other:
+        first = other[0]
+        raise PlanConflict(
+            f"{tables.path('runs')} already holds {first.run_id} with "
+            f"{done[first.run_id]:,} publications (and {len(other) - 1} more runs of other "
+            f"sizes); this plan has {first.sizes.publications:,}; "
+            "use another --out, or --no-resume to start it over")
     if not resume:
         for name in TABLES:
             tables.path(name).unlink(missing_ok=True)
@@ -130,5 +146,10 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
             f"{r['throughput']:,.0f} pub/s, latency p99 {r['latency_p99_ms'] or 0:,.0f} ms, "
             f"hot share {r['skew_items']:.2f} items / {r['skew_load']:.2f} time, "
             f"{r['rebalances']} rebalance(s) ({r['wall_s']:.0f} s)")
+        streamed = (r["last_end_ms"] - r["first_start_ms"]) / 1000
+        if min_stream_s is not None and streamed < min_stream_s:
+            log(f"  warning: streamed for {streamed:.0f} s, under the {min_stream_s:.0f} s a run "
+                f"should last, so its start before any rebalance weighs more; --scale multiplies "
+                f"the publications (this run needs about {min_stream_s / streamed:.1f} x its own)")
     return tables
 

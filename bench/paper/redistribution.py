@@ -70,7 +70,7 @@ def run_redistribution(specs: list[RunSpec], out: Path, workdir: Path, resume: b
                        log: Callable[[str], None] = print) -> None:
     """Run the forced-move runs; their rows go to the same CSVs (moves.csv holds Fig. 8)."""
     tables = Tables(out)
-    done = tables.done() if resume else set()
+    done = tables.done() if resume else {}
     workloads = Workloads()
     todo = [s for s in specs if s.run_id not in done]
     for n, spec in enumerate(todo, 1):
