@@ -49,8 +49,9 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
                    help="skew coefficients with one hot worker of two (0.5 is balanced; "
                         f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
     p.add_argument("--scale", type=float, default=1.0, metavar="F",
-                   help="publications per run x F (default 1) for --full and --first-period-ab: "
-                        "raise it when the harness warns that runs streamed under 60 s")
+                   help="publications and records per batch x F (default 1) for --full and "
+                        "--first-period-ab: for a faster machine, when the harness warns that "
+                        "runs streamed under 60 s")
     p.add_argument("--no-resume", action="store_true",
                    help="start over instead of skipping runs already in runs.csv")
     p.add_argument("--report-only", action="store_true",

@@ -150,6 +150,7 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
         if min_stream_s is not None and streamed < min_stream_s:
             log(f"  warning: streamed for {streamed:.0f} s, under the {min_stream_s:.0f} s a run "
                 f"should last, so its start before any rebalance weighs more; --scale multiplies "
-                f"the publications (this run needs about {min_stream_s / streamed:.1f} x its own)")
+                f"the stream and batch sizes (this run needs about {min_stream_s / streamed:.1f} "
+                "x its own)")
     return tables
 

@@ -78,11 +78,13 @@ MIN_STREAM_S = 60.0
 
 
 def scaled(sizes: dict[str, Sizes], factor: float) -> dict[str, Sizes]:
-    """``sizes`` with ``factor`` times the publications, for a machine faster than the one
-    FULL_SIZES were measured on (subscriptions and batch sizes stay, so batches cost the same)."""
+    """``sizes`` for a machine ``factor`` times faster than the one FULL_SIZES were measured on:
+    publications and records per batch grow alike, so a run keeps its number of batches and each
+    batch its share of fixed per-batch cost (subscriptions stay: the static side is the same)."""
     if factor <= 0:
         raise ValueError(f"scale must be positive, got {factor}")
-    return {name: replace(s, publications=max(1, round(s.publications * factor)))
+    return {name: replace(s, publications=max(1, round(s.publications * factor)),
+                          max_records_per_trigger=max(1, round(s.max_records_per_trigger * factor)))
             for name, s in sizes.items()}
 
 

@@ -1,4 +1,4 @@
-"""--scale: longer streams for a faster machine, never mixed with runs of other sizes."""
+"""--scale: streams and batches for a faster machine, never mixed with runs of other sizes."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from bench.paper.runner import DistributorSettings
 from cli.main import main
 
 
-def test_scale_multiplies_the_publications_only() -> None:
+def test_scale_keeps_the_number_of_batches_and_the_static_side() -> None:
     sizes = scaled(FULL_SIZES, 1.5)
     for name, s in sizes.items():
-        assert s.publications == round(FULL_SIZES[name].publications * 1.5)
-        assert s.subscriptions == FULL_SIZES[name].subscriptions
-        assert s.max_records_per_trigger == FULL_SIZES[name].max_records_per_trigger
+        before = FULL_SIZES[name]
+        assert s.publications == round(before.publications * 1.5)
+        assert s.max_records_per_trigger == round(before.max_records_per_trigger * 1.5)
+        assert s.subscriptions == before.subscriptions
     assert full_plan(1, ("sPS",), ("Static STAL",), (0.9,), sizes)[0].sizes.publications == 300_000
     with pytest.raises(ValueError, match="scale"):
         scaled(FULL_SIZES, 0)
