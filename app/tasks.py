@@ -73,11 +73,18 @@ def publication_key(kafka_partition: int, offset: int) -> int:
 
 
 def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
-    """Read Kafka ranges, then decode and route their publications (see ``decode_route``)."""
+    """Read Kafka ranges, then decode and route their publications (see ``decode_route``).
+
+    Each range is read whole before decoding starts: while a consumer stays assigned,
+    librdkafka keeps prefetching past the range (up to ``queued.min.messages``), and on a
+    busy machine the broker serving and the client parsing those unread records took the
+    cores from decoding (sPIS read tasks: 542 -> 308 ms). ``decode_route`` keeps every record
+    until it ends anyway (for dead letters), so this holds no more memory than before.
+    """
     from app.source import iter_range
 
-    records = (Record(part.topic, p, o, k, v)
-               for part in parts for p, o, k, v, _ in iter_range(ctx.kafka_conf, part))
+    records = [Record(part.topic, p, o, k, v)
+               for part in parts for p, o, k, v, _ in iter_range(ctx.kafka_conf, part)]
     return decode_route(ctx, records)
 
 
