@@ -148,7 +148,7 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
             f"{r['rebalances']} rebalance(s) ({r['wall_s']:.0f} s)")
         streamed = (r["last_end_ms"] - r["first_start_ms"]) / 1000
         if min_stream_s is not None and streamed < min_stream_s:
-            log(f"  warning: streamed for {streamed:.0f} s, under the {min_stream_s:.0f} s a run "
+            log(f"  warning: streamed for {streamed:.1f} s, under the {min_stream_s:.0f} s a run "
                 f"should last, so its start before any rebalance weighs more; --scale multiplies "
                 f"the stream and batch sizes (this run needs about {min_stream_s / streamed:.1f} "
                 "x its own)")
