@@ -1,0 +1,76 @@
+"""Records the pooled consumer receives from the broker per 18,000-record range, and the wall
+time of reading it, for a reader that keeps up (fast) and one that spends 8 us per record
+between reads (slow, like decoding while the consumer is still assigned), for several
+``queued.min.messages``. A one-partition topic of 300,000 300-byte records on the embedded
+broker; four consecutive ranges per setting, medians printed.
+
+Run from the repository root: .venv/bin/python docs/results/recheck-2026-11-24/scripts/prefetch_records.py
+"""
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import app.source as src
+from kafkaio import broker
+from kafkaio.clients import consumer, producer
+
+state = Path(tempfile.mkdtemp(prefix="prefetch-"))
+info, _ = broker.start(state, port=broker.free_port())
+conf = {"bootstrap.servers": info.address}
+admin = AdminClient(conf)
+for f in admin.create_topics([NewTopic("pubs", 1, 1)]).values():
+    f.result()
+p = producer(conf)
+value = os.urandom(300)
+for i in range(300_000):
+    while True:
+        try:
+            p.produce("pubs", value)
+            break
+        except BufferError:
+            p.poll(0.05)
+p.flush()
+
+rx: dict[str, int] = {}
+
+
+def stats(text: str) -> None:
+    rx["rxmsgs"] = json.loads(text).get("rxmsgs", 0)
+
+
+def spin(us: float) -> None:
+    end = time.perf_counter() + us / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+try:
+    for qmin in (100_000, 20_000, 5_000, 1_000):
+        for label, us in (("fast", 0), ("slow 8us/rec", 8)):
+            src._CONSUMERS.clear()  # the pool the app's read tasks use, with this setting
+            src._CONSUMERS[json.dumps(conf, sort_keys=True)] = consumer(conf, **{
+                "enable.partition.eof": True, "fetch.wait.max.ms": 5,
+                "statistics.interval.ms": 50, "stats_cb": stats, "queued.min.messages": qmin})
+            rx.clear()
+            prev, walls, received = 0, [], []
+            for k in range(4):
+                part = src.KafkaRange("pubs", 0, 18_000 * k, 18_000 * (k + 1))
+                t0 = time.perf_counter()
+                for n, _ in enumerate(src.iter_range(conf, part), 1):
+                    if us and n % 100 == 0:
+                        spin(us * 100)
+                walls.append(time.perf_counter() - t0)
+                time.sleep(0.1)
+                src._pooled_consumer(conf).consume(1, 0.1)  # serves the stats callback
+                received.append(rx.get("rxmsgs", 0) - prev)
+                prev = rx.get("rxmsgs", 0)
+            print(f"queued.min.messages {qmin:6d} {label:13s} wall per range "
+                  f"{statistics.median(walls) * 1e3:6.1f} ms, records received per 18,000-record "
+                  f"range {statistics.median(received):8.0f}")
+finally:
+    broker.stop(state)
