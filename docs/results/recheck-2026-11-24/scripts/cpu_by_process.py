@@ -13,7 +13,8 @@ seen: dict[str, tuple[str, float]] = {}
 def scan() -> None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode()
             if "tansu" in cmd:
                 kind = "broker"
             elif "pyspark.daemon" in cmd:
@@ -22,7 +23,8 @@ def scan() -> None:
                 kind = "driver (JVM + Python)"
             else:
                 continue
-            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
             seen[pid] = (kind, sum(int(x) for x in f[11:15]) / TCK)  # utime stime cutime cstime
         except (FileNotFoundError, ProcessLookupError):
             pass

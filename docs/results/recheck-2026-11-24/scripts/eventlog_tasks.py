@@ -7,9 +7,11 @@ import collections
 import json
 import statistics as st
 import sys
-ev = [json.loads(l) for l in open(sys.argv[1])]
+
+with open(sys.argv[1]) as fh:
+    events = [json.loads(line) for line in fh]
 jobs, stages, tasks = {}, {}, collections.defaultdict(list)
-for e in ev:
+for e in events:
     if e["Event"] == "SparkListenerJobStart":
         jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
     elif e["Event"] == "SparkListenerStageCompleted":
@@ -17,12 +19,14 @@ for e in ev:
     elif e["Event"] == "SparkListenerTaskEnd":
         tasks[e["Stage ID"]].append(e)
 agg = collections.defaultdict(list)
-for jid, j in sorted(jobs.items())[2:]:
-    ss = sorted((stages[s] for s in j["stages"] if s in stages and "Submission Time" in stages[s]), key=lambda s: s["Submission Time"])
-    if len(ss) != 2: continue
-    for name, s in zip(("read", "join"), ss):
+for _, job in sorted(jobs.items())[2:]:
+    done = [stages[s] for s in job["stages"] if s in stages and "Submission Time" in stages[s]]
+    if len(done) != 2:
+        continue
+    done.sort(key=lambda s: s["Submission Time"])
+    for name, s in zip(("read", "join"), done, strict=True):
         for t in tasks[s["Stage ID"]]:
-            m = t["Task Metrics"]; i = t["Task Info"]
+            m, i = t["Task Metrics"], t["Task Info"]
             agg[name, "launch_delay"].append(i["Launch Time"] - s["Submission Time"])
             agg[name, "duration"].append(i["Finish Time"] - i["Launch Time"])
             agg[name, "deser"].append(m["Executor Deserialize Time"])

@@ -2,13 +2,16 @@
 time of reading it, for a reader that keeps up (fast) and one that spends 8 us per record
 between reads (slow, like decoding while the consumer is still assigned), for several
 ``queued.min.messages``. A one-partition topic of 300,000 300-byte records on the embedded
-broker; four consecutive ranges per setting, medians printed.
+broker; four consecutive ranges per setting, medians printed. An optional argument sets
+``fetch.queue.backoff.ms`` (librdkafka's default is 1000) on the consumer as well.
 
-Run from the repository root: .venv/bin/python docs/results/recheck-2026-11-24/scripts/prefetch_records.py
+Run from the repository root:
+.venv/bin/python docs/results/recheck-2026-11-24/scripts/prefetch_records.py [backoff ms]
 """
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +30,7 @@ for f in admin.create_topics([NewTopic("pubs", 1, 1)]).values():
     f.result()
 p = producer(conf)
 value = os.urandom(300)
-for i in range(300_000):
+for _ in range(300_000):
     while True:
         try:
             p.produce("pubs", value)
@@ -37,6 +40,7 @@ for i in range(300_000):
 p.flush()
 
 rx: dict[str, int] = {}
+backoff = {"fetch.queue.backoff.ms": int(sys.argv[1])} if len(sys.argv) > 1 else {}
 
 
 def stats(text: str) -> None:
@@ -55,7 +59,8 @@ try:
             src._CONSUMERS.clear()  # the pool the app's read tasks use, with this setting
             src._CONSUMERS[json.dumps(conf, sort_keys=True)] = consumer(conf, **{
                 "enable.partition.eof": True, "fetch.wait.max.ms": 5,
-                "statistics.interval.ms": 50, "stats_cb": stats, "queued.min.messages": qmin})
+                "statistics.interval.ms": 50, "stats_cb": stats, "queued.min.messages": qmin,
+                **backoff})
             rx.clear()
             prev, walls, received = 0, [], []
             for k in range(4):
