@@ -4,29 +4,18 @@ Usage: zstd -dc <eventlog dir>/events_1_*.zstd > ev.json && python3 eventlog_sta
 Each micro-batch is one job of two stages (read/decode/route, then join); means leave out the
 first job (warm-up).
 """
-import collections
-import json
 import statistics as st
 import sys
 
-ev = [json.loads(line) for line in open(sys.argv[1])]
-jobs, stages, tasks = {}, {}, collections.defaultdict(list)
-for e in ev:
-    if e["Event"] == "SparkListenerJobStart":
-        jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
-    elif e["Event"] == "SparkListenerJobEnd":
-        jobs[e["Job ID"]]["end"] = e["Completion Time"]
-    elif e["Event"] == "SparkListenerStageCompleted":
-        stages[e["Stage Info"]["Stage ID"]] = e["Stage Info"]
-    elif e["Event"] == "SparkListenerTaskEnd":
-        tasks[e["Stage ID"]].append(e)
+from eventlog import load, stage_pair
+
+jobs, stages, tasks = load(sys.argv[1])
 rows = []
 for _, j in sorted(jobs.items()):
-    ss = sorted((stages[s] for s in j["stages"] if s in stages and "Submission Time" in stages[s]),
-                key=lambda s: s["Submission Time"])
-    if len(ss) != 2:
+    pair = stage_pair(j, stages)
+    if pair is None:
         continue
-    a, b = ss
+    a, b = pair
     ta, tb = tasks[a["Stage ID"]], tasks[b["Stage ID"]]
     rows.append({
         "job": j["end"] - j["start"], "read": a["Completion Time"] - a["Submission Time"],

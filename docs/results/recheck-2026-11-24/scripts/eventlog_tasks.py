@@ -4,27 +4,18 @@ lines), means over the two-stage jobs after the first two (warm-up).
 Usage: zstd -dc <eventlog dir>/events_1_* > ev.json && python3 eventlog_tasks.py ev.json
 """
 import collections
-import json
 import statistics as st
 import sys
 
-with open(sys.argv[1]) as fh:
-    events = [json.loads(line) for line in fh]
-jobs, stages, tasks = {}, {}, collections.defaultdict(list)
-for e in events:
-    if e["Event"] == "SparkListenerJobStart":
-        jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
-    elif e["Event"] == "SparkListenerStageCompleted":
-        stages[e["Stage Info"]["Stage ID"]] = e["Stage Info"]
-    elif e["Event"] == "SparkListenerTaskEnd":
-        tasks[e["Stage ID"]].append(e)
+from eventlog import load, stage_pair
+
+jobs, stages, tasks = load(sys.argv[1])
 agg = collections.defaultdict(list)
 for _, job in sorted(jobs.items())[2:]:
-    done = [stages[s] for s in job["stages"] if s in stages and "Submission Time" in stages[s]]
-    if len(done) != 2:
+    pair = stage_pair(job, stages)
+    if pair is None:
         continue
-    done.sort(key=lambda s: s["Submission Time"])
-    for name, s in zip(("read", "join"), done, strict=True):
+    for name, s in zip(("read", "join"), pair, strict=True):
         for t in tasks[s["Stage ID"]]:
             m, i = t["Task Metrics"], t["Task Info"]
             agg[name, "launch_delay"].append(i["Launch Time"] - s["Submission Time"])

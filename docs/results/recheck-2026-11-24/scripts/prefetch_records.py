@@ -9,35 +9,14 @@ Run from the repository root:
 .venv/bin/python docs/results/recheck-2026-11-24/scripts/prefetch_records.py [backoff ms]
 """
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from filled_topic import filled_topic
 
 import app.source as src
-from kafkaio import broker
-from kafkaio.clients import consumer, producer
-
-state = Path(tempfile.mkdtemp(prefix="prefetch-"))
-info, _ = broker.start(state, port=broker.free_port())
-conf = {"bootstrap.servers": info.address}
-admin = AdminClient(conf)
-for f in admin.create_topics([NewTopic("pubs", 1, 1)]).values():
-    f.result()
-p = producer(conf)
-value = os.urandom(300)
-for _ in range(300_000):
-    while True:
-        try:
-            p.produce("pubs", value)
-            break
-        except BufferError:
-            p.poll(0.05)
-p.flush()
+from kafkaio.clients import consumer
 
 rx: dict[str, int] = {}
 backoff = {"fetch.queue.backoff.ms": int(sys.argv[1])} if len(sys.argv) > 1 else {}
@@ -53,14 +32,13 @@ def spin(us: float) -> None:
         pass
 
 
-try:
+with filled_topic(300_000, 300) as conf:
     for qmin in (100_000, 20_000, 5_000, 1_000):
         for label, us in (("fast", 0), ("slow 8us/rec", 8)):
             src._CONSUMERS.clear()  # the pool the app's read tasks use, with this setting
             src._CONSUMERS[json.dumps(conf, sort_keys=True)] = consumer(conf, **{
-                "enable.partition.eof": True, "fetch.wait.max.ms": 5,
-                "statistics.interval.ms": 50, "stats_cb": stats, "queued.min.messages": qmin,
-                **backoff})
+                **src.READ_CONSUMER, "statistics.interval.ms": 50, "stats_cb": stats,
+                "queued.min.messages": qmin, **backoff})
             rx.clear()
             prev, walls, received = 0, [], []
             for k in range(4):
@@ -77,5 +55,3 @@ try:
             print(f"queued.min.messages {qmin:6d} {label:13s} wall per range "
                   f"{statistics.median(walls) * 1e3:6.1f} ms, records received per 18,000-record "
                   f"range {statistics.median(received):8.0f}")
-finally:
-    broker.stop(state)
