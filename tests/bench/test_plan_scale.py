@@ -19,15 +19,19 @@ def test_scale_keeps_the_number_of_batches_and_the_static_side() -> None:
         assert s.publications == round(before.publications * 1.5)
         assert s.max_records_per_trigger == round(before.max_records_per_trigger * 1.5)
         assert s.subscriptions == before.subscriptions
-    assert full_plan(1, ("sPS",), ("Static STAL",), (0.9,), sizes)[0].sizes.publications == 300_000
+    base = FULL_SIZES["sPS"].publications
+    spec = full_plan(1, ("sPS",), ("Static STAL",), (0.9,), sizes)[0]
+    assert spec.sizes.publications == round(base * 1.5)
     with pytest.raises(ValueError, match="scale"):
         scaled(FULL_SIZES, 0)
 
 
 def test_resume_refuses_runs_recorded_with_other_sizes(tmp_path: Path) -> None:
+    base = FULL_SIZES["sPS"].publications
     plan = full_plan(1, ("sPS",), ("Static STAL",), (0.9,), scaled(FULL_SIZES, 2))
-    (tmp_path / "runs.csv").write_text(f"run_id,publications\n{plan[0].run_id},200000\n")
-    with pytest.raises(harness.PlanConflict, match=r"200,000 publications.*400,000"):
+    (tmp_path / "runs.csv").write_text(f"run_id,publications\n{plan[0].run_id},{base}\n")
+    with pytest.raises(harness.PlanConflict,
+                       match=rf"{base:,} publications.*{2 * base:,}"):
         harness.run_plan(plan, tmp_path, tmp_path / "work", DistributorSettings())
     assert not (tmp_path / "meta.json").exists()  # refused before anything was written
 
