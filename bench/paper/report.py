@@ -476,13 +476,14 @@ def render(results_dir: Path) -> str:
              "(Fig. 8, first-period A/B) are recorded.", "",
              "## Machine", ""]
     lines += _machine(results_dir)
+    out = results_dir.as_posix()  # as the command was given: relative to the repository
     lines += ["## How to reproduce", "",
               "```sh",
-              "geops bench paper --full --out docs/results   "
+              f"geops bench paper --full --out {out}   "
               "# physical runs (resumable), Fig. 8 runs, simulation, figures, this file",
-              "geops bench paper --report-only --out docs/results   "
+              f"geops bench paper --report-only --out {out}   "
               "# only the simulation, figures and this file, from the CSVs",
-              "geops bench paper --first-period-ab --out docs/results   "
+              f"geops bench paper --first-period-ab --out {out}   "
               "# the distributor's first period: min-items vs full",
               "geops bench paper --quick   # CI check of the harness (sPIS, two modes, two skews)",
               "```", "", "Files:", ""]

@@ -113,6 +113,7 @@ def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None
                  "fig7_mldc_time", "fig8_redistribution"):
         assert f"({name}.png)" in text and f"[`{name}.csv`]({name}.csv)" in text
     assert "- CPUs: 2" in text and "`geops bench paper --full`" in text
+    assert f"geops bench paper --full --out {results.as_posix()} " in text  # its own directory
     assert text.rstrip().endswith("The *lead* explains the numbers here.")
     assert "| sPS | 0.9 | Dynamic LB STAL / Static STAL | 1.77 | >= 1.4 | met |" in text
     assert "1,000 subscriptions: 0.25 s" in text
