@@ -9,6 +9,7 @@ the harness produced every file it should.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,22 @@ def _skews(text: str) -> tuple[float, ...]:
     return values
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def _paper(args: argparse.Namespace) -> int:
+    # A SIGTERM stops the harness as Ctrl-C does: the run in progress stops its app, distributor
+    # and broker (each in a session of its own, so no signal reaches them otherwise) and is run
+    # again when the same command resumes.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run_paper(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_paper(args: argparse.Namespace) -> int:
     from bench.paper import redistribution
     from bench.paper.harness import PlanConflict, run_plan
     from bench.paper.plan import (

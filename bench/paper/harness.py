@@ -108,6 +108,15 @@ def _record_invocation(path: Path, settings: DistributorSettings, resume: bool) 
                                 "distributor": settings.__dict__}, indent=1))
 
 
+def _eta(began: float, done: int, total: int) -> str:
+    """'; about 2.5 h to go' from the mean time per run so far ('' when none is left)."""
+    left = (time.monotonic() - began) / done * (total - done)
+    if not left:
+        return ""
+    return (f"; about {left / 3600:.1f} h to go" if left >= 5400
+            else f"; about {left / 60:.0f} min to go")
+
+
 def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: DistributorSettings,
              resume: bool = True, log: Callable[[str], None] = print,
              min_stream_s: float | None = None) -> Tables:
@@ -134,10 +143,15 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
     workloads = Workloads()
     # group by workload so each stream is generated once
     todo.sort(key=lambda s: (s.repeat, s.skew, s.sizes.subscriptions, s.pipeline))
+    began = time.monotonic()
     for n, spec in enumerate(todo, 1):
         t0 = time.monotonic()
         workload = workloads.get(spec)
-        data = run(spec, workload, workdir, settings, read_run)
+        try:
+            data = run(spec, workload, workdir, settings, read_run)
+        except KeyboardInterrupt:
+            log(f"interrupted during {spec.run_id}: not recorded; resuming runs it again")
+            raise
         rows = run_rows(spec, data, time.monotonic() - t0)
         for name in TABLES:
             tables.append(name, rows.get(name, []))
@@ -145,7 +159,7 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
         log(f"[{n}/{len(todo)}] {spec.pipeline} {spec.mode} skew {spec.skew} r{spec.repeat}: "
             f"{r['throughput']:,.0f} pub/s, latency p99 {r['latency_p99_ms'] or 0:,.0f} ms, "
             f"hot share {r['skew_items']:.2f} items / {r['skew_load']:.2f} time, "
-            f"{r['rebalances']} rebalance(s) ({r['wall_s']:.0f} s)")
+            f"{r['rebalances']} rebalance(s) ({r['wall_s']:.0f} s{_eta(began, n, len(todo))})")
         streamed = (r["last_end_ms"] - r["first_start_ms"]) / 1000
         if min_stream_s is not None and streamed < min_stream_s:
             log(f"  warning: streamed for {streamed:.1f} s, under the {min_stream_s:.0f} s a run "

@@ -8,6 +8,7 @@ logs are kept beside the run's data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -113,9 +114,10 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
                         during(cfg)
                     code = app.wait(timeout)
                 except subprocess.TimeoutExpired:
-                    os.killpg(app.pid, signal.SIGKILL)
                     raise RunFailed(f"{spec.run_id}: the app did not finish within "
                                     f"{timeout:.0f} s; see {state / 'app.log'}") from None
+                finally:
+                    _stop(app)  # on a timeout or an interrupt too: it runs in its own session
                 if code != 0:
                     raise RunFailed(f"{spec.run_id}: the app exited with {code}; see "
                                     f"{state / 'app.log'}")
@@ -128,11 +130,12 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
 
 
 def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """SIGTERM a process group, then SIGKILL what is left."""
+    """SIGTERM a process group, then SIGKILL what is left (the JVM of `geops app` included)."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their parent
+    proc.wait()
