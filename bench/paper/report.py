@@ -28,7 +28,7 @@ from bench.paper.figures import (
     point_table,
     read_rows,
 )
-from bench.paper.plan import AB_LABEL, FIRST_PERIODS
+from bench.paper.plan import AB_LABEL, FIRST_PERIODS, full_plan
 
 BALANCED = 0.5          # one hot worker of two
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
@@ -107,6 +107,31 @@ def targets(runs: Sequence[Row]) -> list[dict[str, Any]]:
                     out.append(_ratio_row(target, pipe, s, f"{a} / {b}",
                                           mean[(pipe, a, s)] / mean[(pipe, b, s)], 1.0))
     return out
+
+
+def coverage(runs: Iterable[Row]) -> str:
+    """How much of the full plan (every pipeline x mode x skew x 3 repeats) the runs cover,
+    and which (repeat, skew) groups are still to run, so a partial matrix says what it lacks."""
+    recorded = {r["run_id"] for r in runs}
+    plan = full_plan()
+    missing: dict[int, dict[float, int]] = defaultdict(lambda: defaultdict(int))
+    per_repeat: dict[int, int] = defaultdict(int)
+    for spec in plan:
+        per_repeat[spec.repeat] += 1
+        if spec.run_id not in recorded:
+            missing[spec.repeat][spec.skew] += 1
+    done = len(plan) - sum(sum(m.values()) for m in missing.values())
+    text = f"{done} of the full plan's {len(plan)} runs are recorded"
+    if not missing:
+        return text + "."
+
+    def group(repeat: int, skews: dict[float, int]) -> str:
+        if sum(skews.values()) == per_repeat[repeat]:
+            return f"repeat {repeat}: all {per_repeat[repeat]} runs"
+        return f"repeat {repeat}: " + ", ".join(f"skew {s} ({n} runs)"
+                                                for s, n in sorted(skews.items()))
+    return text + "; still to run: " + "; ".join(
+        group(rep, skews) for rep, skews in sorted(missing.items())) + "."
 
 
 def _verdict(good: int, total: int) -> str:
@@ -473,7 +498,7 @@ def render(results_dir: Path) -> str:
              "(`local[2]`) with one hot worker (skew 0.5 is balanced); every number in this "
              "file is computed from the CSV files next to it. "
              f"{len(runs)} runs of the plan and {len(all_runs) - len(runs)} other runs "
-             "(Fig. 8, first-period A/B) are recorded.", "",
+             "(Fig. 8, first-period A/B) are recorded; " + coverage(runs), "",
              "## Machine", ""]
     lines += _machine(results_dir)
     out = results_dir.as_posix()  # as the command was given: relative to the repository

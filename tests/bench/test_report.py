@@ -161,3 +161,14 @@ def test_distributor_args_take_the_runs_first_period() -> None:
     assert distributor_args(early, settings)[-1] == "min-items"
     assert distributor_args(full, settings)[-1] == "full"
     assert "observe" in distributor_args(static, settings)
+
+
+def test_coverage_names_what_the_full_plan_still_lacks() -> None:
+    from bench.paper.plan import full_plan
+
+    repeat0 = [{"run_id": s.run_id} for s in full_plan(1) if s.skew != 0.6]
+    text = report.coverage(repeat0)
+    assert text.startswith("78 of the full plan's 288 runs are recorded")
+    assert "repeat 0: skew 0.6 (18 runs); repeat 1: all 96 runs; repeat 2: all 96 runs" in text
+    everything = [{"run_id": s.run_id} for s in full_plan()]
+    assert report.coverage(everything) == "288 of the full plan's 288 runs are recorded."
