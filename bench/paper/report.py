@@ -122,14 +122,14 @@ def coverage(runs: Iterable[Row]) -> str:
         if spec.run_id not in recorded:
             missing[spec.repeat][spec.skew] += 1
     done = len(plan) - sum(sum(m.values()) for m in missing.values())
-    text = f"{done} of the full plan's {len(plan)} runs are recorded"
+    text = f"Of the full plan's {len(plan)} runs, {done} are recorded"
     if not missing:
         return text + "."
 
     def group(repeat: int, skews: dict[float, int]) -> str:
         if sum(skews.values()) == per_repeat[repeat]:
             return f"repeat {repeat}: all {per_repeat[repeat]} runs"
-        return f"repeat {repeat}: " + ", ".join(f"skew {s} ({n} runs)"
+        return f"repeat {repeat}: " + ", ".join(f"skew {s} ({n} run{'s' * (n != 1)})"
                                                 for s, n in sorted(skews.items()))
     return text + "; still to run: " + "; ".join(
         group(rep, skews) for rep, skews in sorted(missing.items())) + "."
@@ -523,7 +523,7 @@ def render(results_dir: Path) -> str:
              "(`local[2]`) with one hot worker (skew 0.5 is balanced); every number in this "
              "file is computed from the CSV files next to it. "
              f"{len(runs)} runs of the plan and {len(all_runs) - len(runs)} other runs "
-             "(Fig. 8, first-period A/B) are recorded; " + coverage(runs), "",
+             "(Fig. 8, first-period A/B) are recorded. " + coverage(runs), "",
              "## Machine", ""]
     lines += _machine(results_dir)
     out = results_dir.as_posix()  # as the command was given: relative to the repository

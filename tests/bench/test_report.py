@@ -168,7 +168,8 @@ def test_coverage_names_what_the_full_plan_still_lacks() -> None:
 
     repeat0 = [{"run_id": s.run_id} for s in full_plan(1) if s.skew != 0.6]
     text = report.coverage(repeat0)
-    assert text.startswith("78 of the full plan's 288 runs are recorded")
+    assert text.startswith("Of the full plan's 288 runs, 78 are recorded")
     assert "repeat 0: skew 0.6 (18 runs); repeat 1: all 96 runs; repeat 2: all 96 runs" in text
     everything = [{"run_id": s.run_id} for s in full_plan()]
-    assert report.coverage(everything) == "288 of the full plan's 288 runs are recorded."
+    assert report.coverage(everything) == "Of the full plan's 288 runs, 288 are recorded."
+    assert report.coverage(everything[1:]).endswith("still to run: repeat 0: skew 0.5 (1 run).")
