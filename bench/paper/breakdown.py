@@ -51,6 +51,10 @@ def run_breakdown(batches: Iterable[Row]) -> dict[str, float]:
             "outside_ms_per_k": batch_k - join_k}
 
 
+def _mean(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.fmean(x[key] for x in runs)
+
+
 def gain_breakdown(runs: Iterable[Row], batches: Iterable[Row]) -> list[dict[str, Any]]:
     """Per (pipeline, skew) where both ran: Dynamic LB STAL vs Static STAL, means over repeats.
 
@@ -75,9 +79,6 @@ def gain_breakdown(runs: Iterable[Row], batches: Iterable[Row]) -> list[dict[str
             if not st or not dy:
                 continue
 
-            def mean(runs_: list[dict[str, float]], key: str) -> float:
-                return statistics.fmean(x[key] for x in runs_)
-
             thr_st = statistics.fmean(x["records"] / x["span_s"] for x in st)
             thr_dy = statistics.fmean(x["records"] / x["span_s"] for x in dy)
             start_free = statistics.fmean(x["records"] / (x["span_s"] - x["extra_before_s"])
@@ -85,13 +86,13 @@ def gain_breakdown(runs: Iterable[Row], batches: Iterable[Row]) -> list[dict[str
             out.append({
                 "pipeline": pipe, "skew": skew, "n": min(len(st), len(dy)),
                 "ratio": thr_dy / thr_st,
-                "steady_ratio": mean(st, "batch_ms_per_k") / mean(dy, "batch_ms_per_k"),
-                "join_ratio": mean(st, "join_ms_per_k") / mean(dy, "join_ms_per_k"),
-                "outside_static": mean(st, "outside_ms_per_k"),
-                "outside_dynamic": mean(dy, "outside_ms_per_k"),
-                "batches_before": mean(dy, "batches_before"),
-                "extra_before_s": mean(dy, "extra_before_s"),
-                "gap_static_s": mean(st, "gap_s"), "gap_dynamic_s": mean(dy, "gap_s"),
+                "steady_ratio": _mean(st, "batch_ms_per_k") / _mean(dy, "batch_ms_per_k"),
+                "join_ratio": _mean(st, "join_ms_per_k") / _mean(dy, "join_ms_per_k"),
+                "outside_static": _mean(st, "outside_ms_per_k"),
+                "outside_dynamic": _mean(dy, "outside_ms_per_k"),
+                "batches_before": _mean(dy, "batches_before"),
+                "extra_before_s": _mean(dy, "extra_before_s"),
+                "gap_static_s": _mean(st, "gap_s"), "gap_dynamic_s": _mean(dy, "gap_s"),
                 "without_start": start_free / thr_st,
             })
     return out

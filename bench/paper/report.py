@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.paper import simulate
-from bench.paper.breakdown import gain_breakdown
+from bench.paper.breakdown import DYNAMIC, gain_breakdown
+from bench.paper.breakdown import STATIC as STATIC_STAL
 from bench.paper.figures import (
     Row,
     fig8_rows,
@@ -35,7 +36,7 @@ BALANCED = 0.5          # one hot worker of two
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
 GAIN_REQUIRED = 1.4     # Dynamic LB STAL / Static STAL at the highest skew
 KEEP_REQUIRED = 0.9     # Dynamic LB STAL at the highest skew / at the balanced skew
-LB, STATIC = "Dynamic LB STAL", "Static STAL"
+LB, STATIC = DYNAMIC, STATIC_STAL  # the pair the gain targets compare
 LB_DB_PAIRS = (("Dynamic LB STAL", "Dynamic DB STAL"), ("Dynamic LB STRL", "Dynamic DB STRL"))
 STAL_STRL_PAIRS = (("Static STAL", "Static STRL"), ("Dynamic LB STAL", "Dynamic LB STRL"),
                    ("Dynamic DB STAL", "Dynamic DB STRL"))
