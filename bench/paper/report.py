@@ -63,17 +63,13 @@ TABLES = (
 
 # -- numbers from the runs ----------------------------------------------------------------------
 
-
-def _means(rows: Iterable[Row], column: str) -> dict[tuple[str, str, float], float]:
-    """Mean of ``column`` per (pipeline, mode, skew)."""
-    return {(r["pipeline"], r["mode"], r["skew"]): r[f"{column}_mean"]
-            for r in point_table(rows, [column]) if not math.isnan(r[f"{column}_mean"])}
+Point = tuple[str, str, float]               # (pipeline, mode, skew)
+Repeats = dict[Point, dict[int, float]]      # a value per repeat of each point
 
 
-def _per_repeat(rows: Iterable[Row], column: str
-                ) -> dict[tuple[str, str, float], dict[int, float]]:
+def _per_repeat(rows: Iterable[Row], column: str) -> Repeats:
     """``column`` of each repeat per (pipeline, mode, skew)."""
-    out: dict[tuple[str, str, float], dict[int, float]] = defaultdict(dict)
+    out: Repeats = defaultdict(dict)
     for r in rows:
         value = number(r.get(column))
         if value is not None:
@@ -81,16 +77,21 @@ def _per_repeat(rows: Iterable[Row], column: str
     return out
 
 
-def _paired(values: dict[tuple[str, str, float], dict[int, float]],
-            a: tuple[str, str, float], b: tuple[str, str, float]) -> tuple[float | None, int]:
-    """Mean of ``a`` over mean of ``b`` on the repeats both points have, and how many: while
-    the matrix is partial, a point with an extra repeat would tilt the ratio by however much
-    that repeat ran faster or slower than the others."""
-    common = sorted(values.get(a, {}).keys() & values.get(b, {}).keys())
+def _common(values: Repeats, points: Iterable[Point]) -> tuple[dict[Point, float], int]:
+    """Mean of each point over the repeats all of them have, and how many: while the matrix
+    is partial, a point with an extra repeat would tilt a comparison by however much that
+    repeat ran faster or slower than the others."""
+    points = list(points)
+    common = set.intersection(*(set(values.get(p, {})) for p in points)) if points else set()
     if not common:
-        return None, 0
-    return (statistics.fmean(values[a][i] for i in common)
-            / statistics.fmean(values[b][i] for i in common)), len(common)
+        return {}, 0
+    return {p: statistics.fmean(values[p][i] for i in common) for p in points}, len(common)
+
+
+def _paired(values: Repeats, a: Point, b: Point) -> tuple[float | None, int]:
+    """Mean of ``a`` over mean of ``b`` on the repeats both points have, and how many."""
+    means, n = _common(values, (a, b))
+    return (means[a] / means[b], n) if n else (None, 0)
 
 
 def _ratio_row(target: str, pipeline: str, skew: float | str, comparison: str,
@@ -167,17 +168,18 @@ def _verdict(good: int, total: int) -> str:
     return "holds" if good == total else "does not hold" if good == 0 else "partly"
 
 
-def _best(mean: dict[tuple[str, str, float], float], higher: bool
-          ) -> tuple[str, int, int, list[str]]:
-    """Is Dynamic LB STAL the best mode at every (pipeline, skew) where it ran with others?"""
-    points: dict[tuple[str, float], dict[str, float]] = defaultdict(dict)
-    for (p, m, s), v in mean.items():
-        points[(p, s)][m] = v
+def _best(values: Repeats, higher: bool) -> tuple[str, int, int, list[str]]:
+    """Is Dynamic LB STAL the best mode at every (pipeline, skew) where it ran with others?
+    The modes of a point are compared on the repeats all of them have."""
+    points: dict[tuple[str, float], list[Point]] = defaultdict(list)
+    for p, m, s in values:
+        points[(p, s)].append((p, m, s))
     good, total, others = 0, 0, []
-    for (p, s), values in sorted(points.items()):
-        if LB not in values or len(values) < 2:
+    for (p, s), keys in sorted(points.items()):
+        means, _ = _common(values, keys)
+        if (p, LB, s) not in means or len(means) < 2:
             continue
-        best = (max if higher else min)(values, key=values.get)
+        best = (max if higher else min)(means, key=means.__getitem__)[1]
         total += 1
         if best == LB:
             good += 1
@@ -186,34 +188,40 @@ def _best(mean: dict[tuple[str, str, float], float], higher: bool
     return _verdict(good, total), good, total, others
 
 
-def _pairs(mean: dict[tuple[str, str, float], float], pairs: Sequence[tuple[str, str]]
+def _pairs(values: Repeats, pairs: Sequence[tuple[str, str]]
            ) -> tuple[str, int, int, list[str]]:
     """Does the first mode of each pair beat the second at every (pipeline, skew)?"""
     good, total, misses = 0, 0, []
-    for (p, m, s), v in sorted(mean.items()):
+    for (p, m, s) in sorted(values):
         for a, b in pairs:
-            if m == a and (p, b, s) in mean:
-                total += 1
-                if v > mean[(p, b, s)]:
-                    good += 1
-                else:
-                    misses.append(f"{p} {s}: {a} {v:,.0f} vs {b} {mean[(p, b, s)]:,.0f}")
+            means, n = _common(values, ((p, a, s), (p, b, s))) if m == a else ({}, 0)
+            if not n:
+                continue
+            total += 1
+            va, vb = means[(p, a, s)], means[(p, b, s)]
+            if va > vb:
+                good += 1
+            else:
+                misses.append(f"{p} {s}: {a} {va:,.0f} vs {b} {vb:,.0f} (n={n})")
     return _verdict(good, total), good, total, misses
 
 
-def _gain_growth(mean: dict[tuple[str, str, float], float]) -> tuple[str, list[str]]:
+def _gain_growth(values: Repeats) -> tuple[str, list[str]]:
     """Does Dynamic LB STAL / Static STAL grow from the lowest to the highest skew?"""
     grows, total, lines = 0, 0, []
-    for pipe in pipeline_order(p for p, _, _ in mean):
-        skews = sorted(s for (p, m, s) in mean if p == pipe and m == LB
-                       and (p, STATIC, s) in mean)
-        if len(skews) < 2:
+    for pipe in pipeline_order(p for p, _, _ in values):
+        ratios = {}
+        for p, m, s in values:
+            if p == pipe and m == LB:
+                ratio, _ = _paired(values, (p, LB, s), (p, STATIC, s))
+                if ratio is not None:
+                    ratios[s] = ratio
+        if len(ratios) < 2:
             continue
-        ratios = [mean[(pipe, LB, s)] / mean[(pipe, STATIC, s)] for s in skews]
+        skews = sorted(ratios)
         total += 1
-        grows += ratios[-1] > ratios[0]
-        lines.append(f"{pipe} " + ", ".join(f"{s}: {r:.2f}" for s, r in
-                                            zip(skews, ratios, strict=True)))
+        grows += ratios[skews[-1]] > ratios[skews[0]]
+        lines.append(f"{pipe} " + ", ".join(f"{s}: {ratios[s]:.2f}" for s in skews))
     return _verdict(grows, total), lines
 
 
@@ -256,8 +264,8 @@ def rebalance_runs(runs: Iterable[Row], status: Iterable[Row]) -> list[dict[str,
 def claims(runs: Sequence[Row], status: Sequence[Row], moves: Sequence[Row]
            ) -> list[dict[str, str]]:
     """Each claim of the paper, what our runs show, and a verdict computed from them."""
-    thr = _means(runs, "throughput")
-    lat = _means(runs, "latency_mean_ms")
+    thr = _per_repeat(runs, "throughput")
+    lat = _per_repeat(runs, "latency_mean_ms")
     out = []
     verdict, good, total, others = _best(thr, higher=True)
     out.append({"claim": "Dynamic LB STAL has the highest throughput (every pipeline, skew)",
@@ -466,7 +474,7 @@ def _simulation(results_dir: Path) -> list[str]:
                      for (p, m, s), rs in sorted(groups2.items(), key=lambda kv: (
                          pipes.index(kv[0][0]), modes.index(kv[0][1]), kv[0][2]))])
     lines += ["### The paper's throughput claims at the simulated scale", ""]
-    thr = _means(sims, "throughput")
+    thr = _per_repeat(sims, "throughput")
     rows = []
     verdict, good, total, others = _best(thr, higher=True)
     rows.append(["Dynamic LB STAL has the highest throughput", f"best at {good} of {total}"

@@ -94,6 +94,33 @@ def test_claims_on_known_numbers() -> None:
         "no data")
 
 
+def test_claims_compare_only_the_repeats_the_compared_points_have() -> None:
+    """A slow extra repeat of one mode must not decide a claim against a one-repeat mode."""
+    runs = _runs({
+        ("sPS", "Static STAL", 0.5): (1000.0, 100.0),
+        ("sPS", "Dynamic LB STAL", 0.5): (1100.0,),
+        ("sPS", "Static STAL", 0.9): (1000.0, 100.0),
+        ("sPS", "Dynamic LB STAL", 0.9): (1500.0,),
+        ("sPS", "Dynamic DB STAL", 0.9): (1400.0, 5000.0),
+        ("sPS", "Static STRL", 0.9): (900.0, 20.0),
+    })
+    verdicts = {c["claim"]: c for c in report.claims(runs, [], [])}
+    best = verdicts["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
+    assert best["verdict"] == "holds" and "best at 2 of 2" in best["finding"]
+    assert verdicts["LB beats DB (throughput)"]["verdict"] == "holds"
+    stal = verdicts["STAL beats STRL (throughput)"]
+    assert stal["verdict"] == "holds" and "higher at 1 of 1" in stal["finding"]
+    grows = verdicts["Its gain over Static STAL grows with the skew"]
+    assert grows["verdict"] == "holds" and "sPS 0.5: 1.10, 0.9: 1.50" in grows["finding"]
+
+
+def test_a_missed_pair_names_its_repeats() -> None:
+    runs = _runs({("sPS", "Static STAL", 0.9): (900.0, 1000.0),
+                  ("sPS", "Static STRL", 0.9): (1000.0, 1100.0)})
+    stal = next(c for c in report.claims(runs, [], []) if c["claim"].startswith("STAL"))
+    assert stal["finding"].endswith("sPS 0.9: Static STAL 950 vs Static STRL 1,050 (n=2)")
+
+
 def _status(run_id: str, mldcs: list[float | None], rebalance_at: int | None) -> list[dict]:
     return [{"run_id": run_id, "period": str(k), "mldc": "" if m is None else str(m),
              "threshold": "0.5", "decision": "rebalance" if k == rebalance_at else "none"}
