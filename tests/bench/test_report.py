@@ -134,12 +134,27 @@ def test_rebalance_runs_are_classified_from_status() -> None:
     status = (_status("a", [None, 0.9, 0.3, 0.2], 1) + _status("b", [0.9, 0.3, 0.6], 0)
               + _status("c", [0.9, 0.8, 0.2], 0) + _status("d", [0.2, 0.3], None)
               + _status("e", [0.7, 0.8], None))
-    kinds = {r["run_id"]: r["kind"] for r in report.rebalance_runs(runs, status)}
+    reb = report.rebalance_runs(runs, status)
+    assert {r["run_id"]: r["first_rebalance_period"] for r in reb} == {
+        "a": 1, "b": 0, "c": 0, "d": None, "e": None}
+    kinds = {r["run_id"]: r["kind"] for r in reb}
     assert kinds == {"a": "one rebalance, then under", "b": "one rebalance, then over at times",
                      "c": "several rebalances", "d": "no rebalance needed",
                      "e": "no rebalance, MLDC went over"}
     claim = next(c for c in report.claims(runs, status, []) if c["claim"].startswith("One"))
     assert claim["verdict"] == "partly" and "1 of 4" in claim["finding"]
+
+
+def test_streaming_names_the_runs_under_the_minimum() -> None:
+    runs = [{"run_id": f"r{i}", "first_start_ms": "1000", "last_end_ms": str(1000 + ms)}
+            for i, ms in enumerate((61_000, 75_500, 130_000))]
+    assert report.streaming(runs) == (
+        "The runs streamed 61–130 s each (median 76 s, first batch start to last batch end); "
+        "every one at least the 60 s the full plan asks for.")
+    runs[1]["last_end_ms"] = "42000"
+    assert report.streaming(runs).endswith(
+        "1 under the 60 s the full plan asks for: r1 (41 s).")
+    assert report.streaming([]) == ""
 
 
 def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None:
