@@ -22,13 +22,14 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import shapely
 
 from geops.model import geometry_problems
-from schemas import DecodeError, codec
+from schemas import codec
+from schemas.publication_decoder import decode_publications
 
 # (topic partition, offset) -> one int64 key per publication, unique within a batch and stable
 # across replays of the same offsets.
@@ -48,9 +49,8 @@ class RouteContext:
     app_id: str = ""
 
 
-@dataclass(frozen=True)
-class Record:
-    """One Kafka record of the publications topic."""
+class Record(NamedTuple):
+    """One Kafka record of the publications topic (a tuple: a read task makes one per record)."""
 
     topic: str
     partition: int
@@ -68,7 +68,8 @@ class JoinContext:
     residency: tuple[tuple[int, int], ...]  # per partition: (static version, residency epoch)
 
 
-def publication_key(kafka_partition: int, offset: int) -> int:
+def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """int64 keys of publications from their Kafka partitions and offsets."""
     return (kafka_partition << KEY_PARTITION_SHIFT) | offset
 
 
@@ -91,46 +92,36 @@ def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple
 def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
     """Decode publications, dead-letter the bad ones, route the rest to (worker, partition).
 
-    ``rows`` need ``topic``, ``partition``, ``offset``, ``key`` and ``value`` attributes.
+    ``rows`` need ``topic``, ``partition``, ``offset``, ``key`` and ``value`` attributes. The
+    whole task's records are decoded in one pass (``schemas.publication_decoder``).
     """
-    c = codec()
-    keys: list[int] = []
-    ids: list[int] = []
-    wkbs: list[bytes] = []
-    times: list[int] = []
-    dead: list[tuple[Any, str]] = []
-    decoded: list[Any] = []
-    count = 0
-    for row in rows:
-        count += 1
-        try:
-            rec = c.decode_as("Publication", row.value)
-        except DecodeError as exc:
-            dead.append((row, str(exc)))
-            continue
-        keys.append(publication_key(row.partition, row.offset))
-        ids.append(rec["id"])
-        wkbs.append(rec["geometry"])
-        times.append(rec["event_time"])
-        decoded.append(row)
+    rows = rows if isinstance(rows, list) else list(rows)
+    count = len(rows)
+    pubs = decode_publications([row.value for row in rows])
+    dead: list[tuple[Any, str]] = [(rows[i], reason) for i, reason in pubs.errors]
+    decoded = np.flatnonzero(pubs.ok)
+    partitions = np.fromiter((row.partition for row in rows), np.int64, count)
+    offsets = np.fromiter((row.offset for row in rows), np.int64, count)
+    keys = publication_key(partitions[decoded], offsets[decoded])
+    ids, wkbs, times = pubs.ids, pubs.geometries, pubs.event_times
     good = np.ones(len(keys), bool)
-    if keys:
-        geoms = shapely.from_wkb(np.array(wkbs, dtype=object), on_invalid="ignore")
+    if len(keys):
+        geoms = shapely.from_wkb(wkbs, on_invalid="ignore")
         for i, problem in enumerate(geometry_problems(geoms)):
             if problem is not None:
                 good[i] = False
                 reason = "unreadable WKB geometry" if problem == "missing geometry" else problem
-                dead.append((decoded[i], reason))
+                dead.append((rows[decoded[i]], reason))
     if dead:
         _dead_letter(ctx, dead)
     yield 0, ("S", count, len(dead))
     if not good.any():
         return
     idx = np.flatnonzero(good)
-    key_arr = np.array(keys, np.int64)[idx]
-    id_arr = np.array(ids, np.int64)[idx]
-    time_arr = np.array(times, np.int64)[idx]
-    wkb_arr = np.array(wkbs, dtype=object)[idx]
+    key_arr = keys[idx]
+    id_arr = ids[idx]
+    time_arr = times[idx]
+    wkb_arr = wkbs[idx]
     geoms = geoms[idx]
     routed = ctx.router.value.route(geoms)
     assignment = ctx.assignment
