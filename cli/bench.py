@@ -19,7 +19,7 @@ from geops.strategies import STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (kernel, ...)",
+    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -79,6 +79,41 @@ def _kernel(args: argparse.Namespace) -> int:
     return 0
 
 
+def register_decode(benches: argparse._SubParsersAction) -> None:
+    p = benches.add_parser(
+        "decode", help="decoding publications: the codec per record vs one NumPy pass",
+        description="On the publications of a generated GeoPS workload, time the codec's "
+                    "per-record decode and the read tasks' one-pass decoder on one core, check "
+                    "they give the same records, and print the table with ratio = per-record "
+                    "time / this decoder's time.")
+    p.add_argument("--publications", type=positive_int, default=20_000, metavar="M",
+                   help="publications (default 20,000, about one read task's share of a "
+                        "benchmark batch)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--repeat", type=positive_int, default=5, metavar="R",
+                   help="time each decoder R times, keep the best (default 5)")
+    p.set_defaults(func=_decode)
+
+
+def _decode(args: argparse.Namespace) -> int:
+    from bench.decode import MismatchError, format_table, run_decode_bench
+    from cli.main import EXIT_FAILED, CommandError
+
+    t0 = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"geops bench decode: [{time.monotonic() - t0:6.1f}s] {message}",
+              file=sys.stderr, flush=True)
+
+    try:
+        timings = run_decode_bench(publications=args.publications, seed=args.seed,
+                                   repeat=args.repeat, log=log)
+    except MismatchError as exc:
+        raise CommandError(str(exc), EXIT_FAILED) from None
+    print(format_table(timings))
+    return 0
+
+
 # One register function per `geops bench` subcommand.
-BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (register_kernel,
-                                                                     register_paper)
+BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    register_kernel, register_decode, register_paper)
