@@ -53,7 +53,7 @@ def run_decode_bench(publications: int = 20_000, seed: int = 0, repeat: int = 5,
     wl = generate_workload(seed=seed, subscriptions=100, publications=publications)
     c = codec()
     values = [c.encode("Publication", r) for r in publication_records(wl.publications)]
-    log(f"decoding them {repeat} times each way")
+    log(f"timing each decoder, best of {repeat} round{'s' * (repeat != 1)}")
 
     def per_record() -> list[dict]:
         return [c.decode_as("Publication", v) for v in values]

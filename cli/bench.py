@@ -7,12 +7,11 @@ benchmark (say ``paper``) by appending its register function.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from collections.abc import Callable
 
 from cli.bench_paper import register_paper
 from cli.common import positive_int
+from cli.progress import elapsed_log
 from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
@@ -61,11 +60,7 @@ def _kernel(args: argparse.Namespace) -> int:
     if unknown or not chosen:
         raise CommandError(f"--strategies: unknown {', '.join(unknown) or '(none given)'}; "
                            f"expected names from {', '.join(STRATEGIES)}", EXIT_USAGE)
-    t0 = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"geops bench kernel: [{time.monotonic() - t0:6.1f}s] {message}",
-              file=sys.stderr, flush=True)
+    log = elapsed_log("geops bench kernel")
 
     try:
         report = run_kernel_bench(subscriptions=args.subscriptions,
@@ -99,11 +94,7 @@ def _decode(args: argparse.Namespace) -> int:
     from bench.decode import MismatchError, format_table, run_decode_bench
     from cli.main import EXIT_FAILED, CommandError
 
-    t0 = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"geops bench decode: [{time.monotonic() - t0:6.1f}s] {message}",
-              file=sys.stderr, flush=True)
+    log = elapsed_log("geops bench decode")
 
     try:
         timings = run_decode_bench(publications=args.publications, seed=args.seed,

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
-import time
 from pathlib import Path
 
 import config
 from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, settings
+from cli.progress import elapsed_log
 
 QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json",
                "fig4_throughput.png", "fig4_throughput.csv", "fig5_latency.png",
@@ -124,11 +123,7 @@ def _run_paper(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else (
         cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results"))
     workdir = Path(args.workdir) if args.workdir else cfg.state_dir() / "bench-runs"
-    t0 = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"geops bench paper: [{time.monotonic() - t0:7.0f}s] {message}", file=sys.stderr,
-              flush=True)
+    log = elapsed_log("geops bench paper", width=7, digits=0)
 
     if not args.report_only:
         try:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 import config
+from cli.progress import elapsed_log
 from geops.geojson import GeoJSONError
 from geops.model import Relation
 from geops.partitioning import PARTITIONERS
@@ -138,13 +138,7 @@ def _world_size(text: str) -> tuple[int, int, int]:
 def _logger() -> Any:
     if not sys.stderr.isatty():
         return None
-    t0 = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"geops generate: [{time.monotonic() - t0:6.1f}s] {message}", file=sys.stderr,
-              flush=True)
-
-    return log
+    return elapsed_log("geops generate")
 
 
 def _report_bad(path: str, what: str, problems: list[Any]) -> None:

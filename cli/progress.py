@@ -1,9 +1,10 @@
-"""A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+"""Progress on stderr: a one-line bar (only on a terminal), and timestamped log lines."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 
@@ -37,3 +38,14 @@ class Progress:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def elapsed_log(command: str, width: int = 6, digits: int = 1) -> Callable[[str], None]:
+    """A logger of ``<command>: [<seconds since this call>s] <message>`` lines on stderr."""
+    t0 = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"{command}: [{time.monotonic() - t0:{width}.{digits}f}s] {message}",
+              file=sys.stderr, flush=True)
+
+    return log
