@@ -403,7 +403,8 @@ def _target_lines(rows: list[dict[str, Any]]) -> list[str]:
             return f"n/a ({r['note']})" if r["note"] else "n/a"
         if r["met"]:
             return "met"
-        return f"**missed** by {(r['required'] - r['ratio']) / r['required']:.0%}"
+        short = (r["required"] - r["ratio"]) / r["required"]
+        return f"**missed** by {short:.{0 if short >= 0.01 else 1}%}"
     return _table(["target", "pipeline", "skew", "comparison", "ratio", "n", "required",
                    "status"],
                   [[r["target"], r["pipeline"], str(r["skew"]), r["comparison"], r["ratio"],

@@ -77,6 +77,8 @@ def test_missed_targets_say_by_how_much() -> None:
     lines = "\n".join(report._target_lines(report.targets(KNOWN)))
     assert "**missed** by 12%" in lines   # LB/DB 0.875 (repeat 0) against 1.0
     assert "n/a (only the balanced skew was run)" in lines
+    close = report._target_lines([report._ratio_row("t", "sPS", 0.9, "a / b", (0.998, 2), 1.0)])
+    assert "| 1.00 | 2 | >= 1.0 | **missed** by 0.2% |" in close[-2]
 
 
 def test_claims_on_known_numbers() -> None:
