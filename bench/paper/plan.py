@@ -19,6 +19,7 @@ MODES: dict[str, tuple[str, str]] = {
 }
 PIPELINES = ("sPS", "sPIS", "RIhPS", "RIsPS")
 SKEWS = (0.5, 0.6, 0.7, 0.8, 0.9)
+BALANCED = 0.5  # one hot worker of two
 # Hash partitioning spreads a spatially skewed stream evenly: RIhPS can only be balanced.
 HASH_SKEWS = (0.5,)
 

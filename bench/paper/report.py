@@ -30,9 +30,8 @@ from bench.paper.figures import (
     point_table,
     read_rows,
 )
-from bench.paper.plan import AB_LABEL, FIRST_PERIODS, MIN_STREAM_S, full_plan
+from bench.paper.plan import AB_LABEL, BALANCED, FIRST_PERIODS, MIN_STREAM_S, full_plan
 
-BALANCED = 0.5          # one hot worker of two
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
 GAIN_REQUIRED = 1.4     # Dynamic LB STAL / Static STAL at the highest skew
 KEEP_REQUIRED = 0.9     # Dynamic LB STAL at the highest skew / at the balanced skew
