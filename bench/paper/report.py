@@ -165,10 +165,9 @@ def streaming(runs: Iterable[Row]) -> str:
     """How long the runs streamed (first batch start to last batch end), and which ran under
     the full plan's minimum: a short run is dominated by its start and the skewed first
     batches, so its throughput says less."""
-    streamed = sorted(((number(r["last_end_ms"]) - number(r["first_start_ms"])) / 1000,
+    streamed = sorted(((float(r["last_end_ms"]) - float(r["first_start_ms"])) / 1000,
                        r["run_id"]) for r in runs
-                      if number(r.get("first_start_ms")) is not None
-                      and number(r.get("last_end_ms")) is not None)
+                      if r.get("first_start_ms") and r.get("last_end_ms"))
     if not streamed:
         return ""
     seconds = [t for t, _ in streamed]
@@ -214,7 +213,9 @@ def _pairs(values: Repeats, pairs: Sequence[tuple[str, str]]
     good, total, misses = 0, 0, []
     for (p, m, s) in sorted(values):
         for a, b in pairs:
-            means, n = _common(values, ((p, a, s), (p, b, s))) if m == a else ({}, 0)
+            if m != a:
+                continue
+            means, n = _common(values, ((p, a, s), (p, b, s)))
             if not n:
                 continue
             total += 1
