@@ -3,6 +3,8 @@
 # Dynamic LB STAL, the frozen matrix code (f2e4a7f) vs main (one-pass decode), alternating which
 # checkout goes first per (repeat, pipeline). Usage: [MAIN=..] [FROZEN=..] ab-decode.sh MAIN_COMMIT REPEATS...
 # (run here as: ab-decode.sh 233dc98 1 2 3; FROZEN is a worktree of f2e4a7f with its own .venv)
+# It calls the harness's run_plan directly because `geops bench paper --full` would also run
+# Fig. 8's redistribution runs and render figures after every call.
 set -u
 main=${MAIN:-/work/main} frozen=${FROZEN:-/work/bench-frozen}
 ab=$main/docs/results/ab-decode-2026-11-25
@@ -12,7 +14,6 @@ run() {  # checkout dir, repeats, pipeline
   side=$([ "$dir" = "$frozen" ] && echo frozen-f2e4a7f || echo onepass-$main_commit)
   echo "== $(date -u +%T) $side repeat $((repeats - 1)) $pipeline"
   (cd "$dir" && .venv/bin/python -c "
-import sys
 from pathlib import Path
 from bench.paper.harness import run_plan
 from bench.paper.plan import FULL_SIZES, MIN_STREAM_S, full_plan

@@ -3,21 +3,17 @@ throughput one-pass / frozen per mode and Dynamic LB STAL / Static STAL per side
 and as ratio of means; then each run's steady-state milliseconds per 1,000 records outside the
 join stage and in it (bench.paper.breakdown)."""
 
-import csv
 from collections import defaultdict
+from pathlib import Path
 from statistics import mean
 
 from bench.paper.breakdown import run_breakdown
+from bench.paper.figures import read_rows
 
-D = "docs/results/ab-decode-2026-11-25"
+D = Path("docs/results/ab-decode-2026-11-25")
 SIDES = ("frozen-f2e4a7f", "onepass-233dc98")
 PIPELINES = ("sPIS", "RIsPS")
 MODES = ("Static STAL", "Dynamic LB STAL")
-
-
-def rows(side: str, table: str) -> list[dict[str, str]]:
-    with open(f"{D}/{side}/{table}.csv") as fh:
-        return list(csv.DictReader(fh))
 
 
 def key(row: dict[str, str]) -> tuple[str, str, int]:
@@ -29,11 +25,11 @@ def joined(values) -> str:
 
 
 def main() -> None:
-    tp = [{key(r): float(r["throughput"]) for r in rows(side, "runs")} for side in SIDES]
+    tp = [{key(r): float(r["throughput"]) for r in read_rows(D / side / "runs.csv")} for side in SIDES]
     split = []
     for side in SIDES:
         runs = defaultdict(list)
-        for b in rows(side, "batches"):
+        for b in read_rows(D / side / "batches.csv"):
             runs[key(b)].append(b)
         split.append({k: run_breakdown(v) for k, v in runs.items()})
     for p in PIPELINES:
