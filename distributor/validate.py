@@ -1,39 +1,46 @@
 """Shape checks for the metrics records the distributor reads (decoded Avro, as dicts).
 
-Only the fields the distributor uses are checked, against the types the schemas declare
-(``long``/``int`` -> Python int, never bool). A failed check returns a reason instead of
-raising, so one bad record never stops the service.
+Only the fields the distributor uses are checked, against the types the schemas declare: Avro
+``int`` and ``long`` are Python ints (never bool) within 32 and 64 bits, so whatever the engine
+passes on (an epoch into its status and commands) encodes again. A failed check returns a reason
+instead of raising, so one bad record never stops the service.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# (field, type, smallest allowed value or None); every field listed here is required.
+# Avro type -> (Python type, largest magnitude as a power of two, or None)
+_AVRO = {"string": (str, None), "int": (int, 31), "long": (int, 63)}
+
+# (field, Avro type, smallest allowed value or None); every field listed here is required.
 _LOAD_FIELDS = (
-    ("app_id", str, None),
-    ("batch_id", int, 0),
-    ("epoch", int, 0),
-    ("partition", int, None),
-    ("worker", int, None),
-    ("items", int, 0),
-    ("processing_ns", int, 0),
-    ("time", int, None),
+    ("app_id", "string", None),
+    ("batch_id", "long", 0),
+    ("epoch", "long", 0),
+    ("partition", "int", None),
+    ("worker", "int", None),
+    ("items", "long", 0),
+    ("processing_ns", "long", 0),
+    ("time", "long", None),
 )
-_LOAD_OPTIONAL = (("static_bytes", int, 0),)
+_LOAD_OPTIONAL = (("static_bytes", "long", 0),)
 _BATCH_FIELDS = (
-    ("app_id", str, None),
-    ("batch_id", int, 0),
-    ("epoch", int, 0),
-    ("workers", int, 1),
-    ("partitions", int, 1),
+    ("app_id", "string", None),
+    ("batch_id", "long", 0),
+    ("epoch", "long", 0),
+    ("workers", "int", 1),
+    ("partitions", "int", 1),
 )
 
 
-def _field_problem(record: dict, name: str, kind: type, low: int | None) -> str | None:
+def _field_problem(record: dict, name: str, avro: str, low: int | None) -> str | None:
     value = record[name]
+    kind, bits = _AVRO[avro]
     if isinstance(value, bool) or not isinstance(value, kind):
-        return f"field {name!r} is {type(value).__name__} {value!r:.40}, expected {kind.__name__}"
+        return f"field {name!r} is {type(value).__name__} {value!r:.40}, expected {avro}"
+    if bits is not None and not -(2**bits) <= value < 2**bits:
+        return f"field {name!r} is {value}, out of the range of an Avro {avro}"
     if low is not None and value < low:
         return f"field {name!r} is {value}, expected >= {low}"
     return None
@@ -45,13 +52,13 @@ def _problem(record: Any, required: tuple, optional: tuple = ()) -> str | None:
     missing = [name for name, _, _ in required if name not in record]
     if missing:
         return f"missing field(s) {', '.join(missing)}"
-    for name, kind, low in required:
-        problem = _field_problem(record, name, kind, low)
+    for name, avro, low in required:
+        problem = _field_problem(record, name, avro, low)
         if problem:
             return problem
-    for name, kind, low in optional:
+    for name, avro, low in optional:
         if name in record:
-            problem = _field_problem(record, name, kind, low)
+            problem = _field_problem(record, name, avro, low)
             if problem:
                 return problem
     return None
