@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 
 from app.control import ControlChannel
 from app.metrics import PartitionLoad, latency_stats
-from app.offsetlog import batch_ranges
+from app.offsetlog import batch_end_offsets, batch_ranges
 from app.static import StaticSide, by_worker
 from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
@@ -173,7 +173,8 @@ class BatchRunner:
             "end_time": ended, "duration_ms": (time.perf_counter() - t0) * 1000,
             "join_stage_ms": busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
             "latency_mean_ms": mean,
-            "latency_p50_ms": p50, "latency_p99_ms": p99})
+            "latency_p50_ms": p50, "latency_p99_ms": p99,
+            "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id)})
         self.sender.flush()
         state.batches += 1
         state.records += records

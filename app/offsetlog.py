@@ -45,10 +45,19 @@ def initial_offsets_path(checkpoint: str) -> str:
     return str(Path(checkpoint) / "geops-initial-offsets.json")
 
 
+def batch_end_offsets(checkpoint: str, batch_id: int) -> dict[str, int]:
+    """Where batch ``batch_id`` ends: ``{"<partition>": next offset}``, the source's own form.
+
+    Every record before these offsets has been read once the batch completes, so the topic's
+    end offsets minus these are the records the app has not processed yet (its consumer lag).
+    """
+    return _offsets(Path(checkpoint) / "offsets" / str(batch_id))
+
+
 def batch_ranges(checkpoint: str, topic: str, batch_id: int) -> list[KafkaRange]:
     """The Kafka ranges of batch ``batch_id`` (one per partition that has records)."""
     log = Path(checkpoint) / "offsets"
-    end = _offsets(log / str(batch_id))
+    end = batch_end_offsets(checkpoint, batch_id)
     if batch_id > 0:
         start = _offsets(log / str(batch_id - 1))
     else:
