@@ -179,6 +179,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.first_period", "distributor", "GEOPS_DISTRIBUTOR_FIRST_PERIOD",
             "--first-period", _str, "when the first period ends: min-items (as soon as M items "
             "are in) or full (after D, as the paper)", choices=("min-items", "full")),
+    Setting("distributor.resync_periods", "distributor", "GEOPS_DISTRIBUTOR_RESYNC_PERIODS",
+            "--resync-periods", _int, "periods to wait for the app to report a commanded epoch "
+            "before re-synchronising with the epoch it does report", check=_at_least(1)),
     Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
             "--stop-after-idle", parse_duration,
             "stop once no metrics of the app arrived for this long (0 = never)"),

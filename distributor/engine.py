@@ -16,6 +16,17 @@ learns that epoch's assignment from the ``worker`` of the records. The next comm
 always one more than the highest epoch seen, so an epoch is never reused. A restore, an adoption
 and a command all start the N-period cool-down.
 
+The engine never waits forever. When the app has not reported an awaited epoch (commanded, or
+restored from the control topic) within ``resync_periods`` periods but does report an older one
+(it rejected the command, e.g. a forged one with workers it does not have, or never received
+it), the period's decision is ``resync``: the engine goes back to the newest epoch the app
+reports, with the assignment its records show (learnt from their ``worker`` if not every
+partition reported yet), and judges that epoch's loads again; its next command still gets an
+epoch above every epoch seen, so the app, which applies only newer epochs, accepts it. Epochs
+are Avro longs: an epoch of 2**63 - 1 leaves no room for a newer command, so it is refused in a
+restore and in the app's records, and loads whose sums in a period would not fit a long are
+refused (``too large``); the status and commands the engine writes therefore always encode.
+
 Input never raises: ``observe_*`` return None when a record was used (or held: loads that come
 before the first BatchSummary wait for it to tell P and W), else a reason starting with one of
 the ``REJECT_*`` kinds, also counted in ``counters``.
@@ -31,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distributor.detection import Verdict, judge
-from distributor.loads import EpochLoads
+from distributor.loads import LONG_MAX, EpochLoads
 from distributor.mldc import assignment_mldc, mldc, worker_loads
 from distributor.params import Params
 from distributor.policies import Policy, make_policy
@@ -46,6 +57,9 @@ REJECT_SHAPE_MISMATCH = "shape mismatch"  # BatchSummary with another P or W
 REJECT_STALE = "stale epoch"            # measured under an older assignment: expected
 REJECT_DUPLICATE = "duplicate"          # the same (batch, partition, worker) again
 REJECT_INVALID = "invalid restore"      # restore() with an unusable epoch or assignment
+REJECT_TOO_LARGE = "too large"          # counts whose sums in the period overflow an Avro long
+# The last epoch an Avro long holds: no command can follow it, so no input may bring it.
+LAST_EPOCH = LONG_MAX
 # The app writes a batch's loads before its BatchSummary, so the loads of the very first batch
 # arrive before P and W are known: they are held (up to this many) and counted once it comes.
 MAX_HELD_LOADS = 100_000
@@ -71,7 +85,12 @@ class Engine:
         self.workers: int | None = None
         self.counters: dict[str, int] = {}
         self._epoch = 0
+        self._highest = 0             # the highest epoch restored, adopted or commanded
         self._assignment: list[int] | None = None
+        # While awaiting: the newest older epoch the app still reports, and where its loads put
+        # each partition (partition -> worker); what a resync goes back to.
+        self._reported: int | None = None
+        self._reported_locations: dict[int, int] = {}
         self._awaiting = False        # commanded or restored an epoch the app has not reported
         self._changed_at: int | None = None  # period of the last assignment change
         self._period = 0              # the period now open; end_period closes it
@@ -94,8 +113,14 @@ class Engine:
 
     @property
     def epoch(self) -> int:
-        """The epoch in force (or commanded and awaited); the next command gets epoch + 1."""
+        """The epoch in force (or commanded and awaited)."""
         return self._epoch
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest epoch seen; the next command gets this + 1 (above ``epoch`` after a
+        resync)."""
+        return self._highest
 
     @property
     def assignment(self) -> list[int] | None:
@@ -132,6 +157,8 @@ class Engine:
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             return self._reject(REJECT_INVALID, f"epoch {epoch!r} is not an integer >= 0")
+        if epoch >= LAST_EPOCH:
+            return self._reject(REJECT_INVALID, self._last_epoch(epoch))
         if epoch < self._epoch:
             return self._reject(REJECT_INVALID, f"epoch {epoch} is older than {self._epoch}")
         values = None
@@ -157,6 +184,9 @@ class Engine:
             return self._reject(REJECT_MALFORMED, f"BatchSummary: {problem}")
         if self.app_id and summary["app_id"] != self.app_id:
             return self._reject(REJECT_FOREIGN, f"app {summary['app_id']!r}")
+        if summary["epoch"] >= LAST_EPOCH:
+            return self._reject(REJECT_OUT_OF_RANGE, f"BatchSummary: "
+                                f"{self._last_epoch(summary['epoch'])}")
         shape = (summary["partitions"], summary["workers"])
         if self.workers is not None and shape != (self.partitions, self.workers):
             return self._reject(REJECT_SHAPE_MISMATCH, f"app reports P={shape[0]}, W={shape[1]};"
@@ -170,6 +200,7 @@ class Engine:
             for record in held:
                 self.observe_load(record)  # a rejection is counted like any other
         if stale:
+            self._note_reported(summary["epoch"])
             return self._reject(REJECT_STALE, f"batch of epoch {summary['epoch']}, "
                                 f"in force {self._epoch}")
         self._count("batches")
@@ -195,9 +226,15 @@ class Engine:
                                 f"partition {p} outside 0..{self.partitions - 1}")
         if not 0 <= w < self.workers:
             return self._reject(REJECT_OUT_OF_RANGE, f"worker {w} outside 0..{self.workers - 1}")
+        if record["epoch"] >= LAST_EPOCH:
+            return self._reject(REJECT_OUT_OF_RANGE, self._last_epoch(record["epoch"]))
         if self._see_epoch(record["epoch"]):
+            self._note_reported(record["epoch"], p, w)
             return self._reject(REJECT_STALE, f"load of epoch {record['epoch']}, "
                                 f"in force {self._epoch}")
+        too_large = self._loads.overflow(p, record["items"], record["processing_ns"])
+        if too_large:
+            return self._reject(REJECT_TOO_LARGE, too_large)
         if not self._loads.add(record["batch_id"], p, w, record["items"],
                                record["processing_ns"]):
             return self._reject(REJECT_DUPLICATE, f"batch {record['batch_id']} partition {p} "
@@ -206,6 +243,9 @@ class Engine:
         if self._assignment is not None and self._assignment[p] != w:
             self._count("location mismatch")
         self._total_items += record["items"]
+        if self._total_items > LONG_MAX:   # a statistic: saturate rather than refuse loads
+            self._total_items = LONG_MAX
+            self._count("total items saturated")
         self._count("loads")
         return None
 
@@ -236,14 +276,15 @@ class Engine:
         verdict = judge(self.params, current, predicted, loads.period_items, self._since(period))
         self._judged = self._judged or loads.period_items > 0
         if self._awaiting:
-            decision = "waiting"
-            reason = (f"waiting for the app to report epoch {self._epoch} "
-                      f"({self._since(period)} period(s) so far)")
+            decision, reason = self._waiting(period)
         elif assignment is None:
             decision = "none"
             reason = (f"assignment of epoch {self._epoch} not fully known yet "
                       f"({len(loads.locations)} of {self.partitions} partitions seen); "
                       f"{verdict.reason}")
+        elif verdict.rebalance and self.params.mode != "observe" and self._highest >= LAST_EPOCH:
+            decision = "none"
+            reason = f"all conditions held, but {self._last_epoch(self._highest)}"
         elif verdict.rebalance:
             decision = "observe" if self.params.mode == "observe" else "rebalance"
             reason = f"all conditions held: {verdict.reason}"
@@ -256,11 +297,43 @@ class Engine:
             assert assignment is not None and proposal is not None and current is not None
             assert predicted is not None
             command = self._command(now_ms, assignment, proposal, current, predicted)
-            self._change_epoch(self._epoch + 1, proposal)
+            self._change_epoch(command["epoch"], proposal)
             self._awaiting = True
+        elif decision == "resync":
+            self._resync()
         else:
             loads.next_period()
         return PeriodResult(status, command)
+
+    def _waiting(self, period: int) -> tuple[str, str]:
+        """The decision while awaiting ``epoch``: go on waiting, or resync once it took too
+        long and the app reports an older epoch to go back to."""
+        since = self._since(period) or 0
+        limit = self.params.resync_periods
+        waiting = f"the app has not reported epoch {self._epoch} for {since} period(s)"
+        if since < limit:
+            return "waiting", (f"waiting for the app to report epoch {self._epoch} ({since} "
+                               f"period(s) so far; re-synchronising after {limit})")
+        if self._reported is None:
+            return "waiting", (f"{waiting} and reports no other epoch either: nothing to "
+                               f"re-synchronise with; still waiting")
+        assert self.partitions is not None
+        seen = len(self._reported_locations)
+        known = ("its assignment as the loads show it" if seen == self.partitions else
+                 f"its assignment to be learnt from its loads ({seen} of {self.partitions} "
+                 f"partitions seen)")
+        return "resync", (f"{waiting} (limit {limit}; did it reject the command?) but reports "
+                          f"epoch {self._reported}: re-synchronised with epoch {self._reported} "
+                          f"and {known}; the next command gets epoch {self._highest + 1}")
+
+    def _resync(self) -> None:
+        """Go back to the newest epoch the app reports, keeping the highest epoch seen."""
+        assert self._reported is not None and self.partitions is not None
+        where = self._reported_locations
+        assignment = ([where[p] for p in range(self.partitions)]
+                      if len(where) == self.partitions else None)
+        self._count("resyncs")
+        self._change_epoch(self._reported, assignment)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -285,7 +358,9 @@ class Engine:
     def _change_epoch(self, epoch: int, assignment: list[int] | None) -> None:
         """Make ``epoch`` the one in force; start over the loads and the cool-down."""
         self._epoch = epoch
+        self._highest = max(self._highest, epoch)
         self._assignment = assignment
+        self._reported, self._reported_locations = None, {}
         if assignment is None and epoch == 0 and self.workers is not None:
             assert self.partitions is not None
             self._assignment = initial_assignment(self.partitions, self.workers)
@@ -302,6 +377,22 @@ class Engine:
         elif epoch == self._epoch:
             self._awaiting = False
         return epoch < self._epoch
+
+    def _note_reported(self, epoch: int, partition: int | None = None,
+                       worker: int | None = None) -> None:
+        """While awaiting, remember the newest older epoch the app reports and, from its loads,
+        which worker runs each partition."""
+        if not self._awaiting:
+            return
+        if self._reported is None or epoch > self._reported:
+            self._reported, self._reported_locations = epoch, {}
+        if epoch == self._reported and partition is not None and worker is not None:
+            self._reported_locations[partition] = worker
+
+    @staticmethod
+    def _last_epoch(epoch: int) -> str:
+        return (f"epoch {epoch} is the last (or beyond the last) an Avro long holds: no newer "
+                f"command could follow it")
 
     def _known_assignment(self) -> list[int] | None:
         """The assignment in force, completing a learnt one once every partition reported."""
@@ -340,7 +431,7 @@ class Engine:
                  predicted: float) -> dict[str, Any]:
         moves = moves_between(old, new)
         return {
-            "epoch": self._epoch + 1,
+            "epoch": self._highest + 1,
             "assignment": list(new),
             "moves": [{"partition": p, "from_worker": a, "to_worker": b} for p, a, b in moves],
             "mldc_before": before,

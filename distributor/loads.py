@@ -3,10 +3,14 @@
 Holds only records the engine has already validated and matched to the epoch in force; a new
 epoch starts from nothing, so loads measured under an older assignment are never mixed in.
 Metrics are delivered at least once, so a record repeated for the same (batch, partition,
-worker) within this period or the previous one is dropped.
+worker) within this period or the previous one is dropped. A record whose counts would push a
+partition's or the period's sum past an Avro ``long`` is refused (``overflow``), so whatever the
+engine reports of these sums encodes.
 """
 
 from __future__ import annotations
+
+LONG_MAX = 2**63 - 1  # the largest Avro long
 
 
 class EpochLoads:
@@ -20,9 +24,23 @@ class EpochLoads:
         """Forget everything: a new epoch begins."""
         self.items_per_partition = [0] * self.partitions
         self.ns_per_partition = [0] * self.partitions
+        self._period_items = 0
         self.locations: dict[int, int] = {}   # partition -> worker the records name
         self._seen: set[tuple[int, int, int]] = set()
         self._seen_before: set[tuple[int, int, int]] = set()
+
+    def overflow(self, partition: int, items: int, processing_ns: int) -> str | None:
+        """Why counting this record would overflow an Avro long, or None when it fits."""
+        for what, total in (("items of partition", self.items_per_partition[partition] + items),
+                            ("processing_ns of partition",
+                             self.ns_per_partition[partition] + processing_ns)):
+            if total > LONG_MAX:
+                return (f"{what} {partition} would sum to {total} in this period, more than "
+                        f"an Avro long holds")
+        if self._period_items + items > LONG_MAX:
+            return (f"the period's items would sum to {self._period_items + items}, more than "
+                    f"an Avro long holds")
+        return None
 
     def add(self, batch_id: int, partition: int, worker: int, items: int,
             processing_ns: int) -> bool:
@@ -33,13 +51,14 @@ class EpochLoads:
         self._seen.add(key)
         self.items_per_partition[partition] += items
         self.ns_per_partition[partition] += processing_ns
+        self._period_items += items
         self.locations[partition] = worker
         return True
 
     @property
     def period_items(self) -> int:
         """Items counted in the current period."""
-        return sum(self.items_per_partition)
+        return self._period_items
 
     def loads(self, metric: str) -> list[float]:
         """Load of each partition in the current period: items (DB) or nanoseconds (LB)."""
@@ -50,4 +69,5 @@ class EpochLoads:
         """Start a new period of the same epoch (keeps recent keys to catch repeats)."""
         self.items_per_partition = [0] * self.partitions
         self.ns_per_partition = [0] * self.partitions
+        self._period_items = 0
         self._seen_before, self._seen = self._seen, set()

@@ -1,5 +1,5 @@
-"""The Dynamic Distributor's parameters (the paper's Table 1) plus metric, mode and when the
-first period ends.
+"""The Dynamic Distributor's parameters (the paper's Table 1) plus metric, mode, when the
+first period ends and how long it waits for the app to report a commanded epoch.
 
 The period D is not here: the engine counts periods, and only the loop that calls
 ``Engine.end_period`` every D seconds needs to know how long one is.
@@ -30,6 +30,10 @@ class Params:
     wait_periods: int = 3
     min_improvement: float = 0.3
     first_period: str = "min-items"
+    # Periods the engine waits for the app to report an epoch it commanded (or restored) before
+    # it gives up on it and re-synchronises with the epoch the app does report. Not the paper's:
+    # its distributor trusts every command to be applied.
+    resync_periods: int = 6
 
     def __post_init__(self) -> None:
         for name, allowed in (("metric", METRICS), ("mode", MODES),
@@ -45,6 +49,9 @@ class Params:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        value = self.resync_periods
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"resync_periods must be an integer >= 1, got {value!r}")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Params:
