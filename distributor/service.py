@@ -12,7 +12,9 @@ first batches bring M items (``first_period = "min-items"``, the default; ``"ful
 the paper does), and the following periods last D from then. The DistributorStatus goes to the
 status topic and the RebalanceCommand, if any, to the control topic keyed by the app id
 (compaction keeps the latest per app); both are flushed before the next period starts. One log
-line per period gives the epoch, MLDC, decision and reason.
+line per period gives the epoch, MLDC, decision and reason; it is a warning when the decision is
+``resync`` (the app did not report a commanded or recovered epoch within
+``distributor.resync_periods`` periods, so the engine went back to the epoch the app reports).
 
 Input never stops the service: undecodable records, records of other schemas or apps and
 records the engine rejects are counted (``Service.counters``) and reported at most once per
@@ -297,10 +299,12 @@ class Service:
         loads = ", ".join(f"{v / unit:.4g}" for v in s["worker_loads"])
         mldc = "n/a" if s["mldc"] is None else f"{s['mldc']:.3f}"
         quiet = self._skipped.quiet()
-        log.info("period %d epoch %d: MLDC %s (threshold %g), loads [%s] %s, %d items%s -> %s: "
-                 "%s", s["period"], s["epoch"], mldc, s["threshold"], loads,
-                 "ms" if s["metric"] == "LB" else "items", s["items"],
-                 f" (ignored {quiet})" if quiet else "", s["decision"], s["reason"])
+        # a resync means a command was rejected or lost: worth a warning, not just a status
+        level = logging.WARNING if s["decision"] == "resync" else logging.INFO
+        log.log(level, "period %d epoch %d: MLDC %s (threshold %g), loads [%s] %s, %d items%s -> "
+                "%s: %s", s["period"], s["epoch"], mldc, s["threshold"], loads,
+                "ms" if s["metric"] == "LB" else "items", s["items"],
+                f" (ignored {quiet})" if quiet else "", s["decision"], s["reason"])
         if result.command is not None:
             c = result.command
             moves = ", ".join(f"p{m['partition']} {m['from_worker']}->{m['to_worker']}"

@@ -326,3 +326,29 @@ def test_cli_stops_cleanly_on_a_signal(signum, kafka_cfg, geops_env):
     assert "balancing app 'demo'" in text
     assert f"received {signal.Signals(signum).name}; stopping" in text
     assert "stopped after" in text and "Traceback" not in text
+
+
+def test_a_forged_command_the_app_rejects_is_resynced_and_balancing_resumes(kafka_cfg, caplog):
+    """Issue 25: a decodable command with workers the app does not have, recovered from the
+    control topic, no longer stalls the distributor: after resync_periods it goes back to the
+    epoch the app reports and commands an epoch above the forged one."""
+    caplog.set_level(logging.INFO, logger="geops.distributor")
+    create_topics(kafka_cfg)
+    cfg = kafka_cfg.with_overrides({**FAST, "distributor.resync_periods": "2"})
+    sender = Sender(kafka_cfg.kafka_client())
+    send_command(sender, cfg, 99, [5, 7] * (P // 2))   # written by another tool
+    sender.flush()
+    in_app = [1, 0, 1, 0, 1, 0, 1, 0]                  # what the app runs, as epoch 3
+    service = Service(cfg)
+    app = FakeApp(cfg)
+    with running(service):
+        assert service.engine.epoch == 99
+        app.play_until(lambda: service.counters.get("commands", 0) == 1, 3, in_app)
+    issued = commands(cfg)[-1]
+    assert issued["epoch"] == 100
+    assert all(m["from_worker"] == in_app[m["partition"]] for m in issued["moves"])
+    statuses = by_schema(cfg.kafka_client(), cfg.topic("status"))["DistributorStatus"]
+    resync = [s for s in statuses if s["decision"] == "resync"]
+    assert len(resync) == 1 and "re-synchronised with epoch 3" in resync[0]["reason"]
+    assert any(r.levelno == logging.WARNING and "-> resync: " in r.getMessage()
+               for r in caplog.records)
