@@ -1,31 +1,84 @@
-"""`geops stats`: what the app's metrics say, per assignment epoch.
+"""`geops stats`: what the app's metrics say, per assignment epoch, or live (`--follow`).
 
 Per epoch: batches, publications, throughput (publications / wall time from the first batch's
 start to the last batch's end), mean batch time, each worker's share of processing time and of
 items, and the MLDC by both load metrics; then the partition moves the app reported.
+
+With --follow, one line per period (--period, default 5 s) until Ctrl-C or --until-idle:
+  in/s     publications arriving: growth of the publications topic's end offsets / period
+  out/s    publications the app processed: BatchSummary records of the period / period
+  lag      records on the publications topic the app has not processed: the topic's end
+           offsets minus the end offsets of the app's last completed batch (BatchSummary v3)
+  batches  the app's batches that completed in the period
+  p50/p99  latency from event time to match, of the Match records that arrived in the period
+           ("~": no Match record came, taken from the batches' own figures: the median of
+           their p50s and the largest of their p99s)
+  MLDC LB  the period's MLDC of per-worker processing time (PartitionLoad records)
+  epoch    the assignment epoch in force (of the app's latest batch)
+"-" means unknown (nothing yet, or the topic's end could not be read this period). The metrics
+and matches topics are followed from now; --from-beginning puts their whole history into the
+first period.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import statistics
+import sys
+import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TextIO
 
 import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 import config
-from cli.common import reachable, settings
+from cli.common import EXIT_USAGE, CommandError, positive_int, reachable, settings
+from config import Config, parse_duration
 from distributor.mldc import mldc
+from kafkaio.clients import KafkaUnavailable, consumer
 from kafkaio.dump import by_schema
+from kafkaio.offsets import EndOffsets
+from schemas import DecodeError, codec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "stats", help="summarise the app's metrics per assignment epoch",
-        description=__doc__)
+        "stats", help="summarise the app's metrics per assignment epoch, or follow them live",
+        description=__doc__.split("\n", 1)[1].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     config.add_arguments(parser, ["kafka", "state", "topics"])
     parser.add_argument("--app-id", metavar="ID",
                         help="app to summarise (default: the configured app id)")
+    parser.add_argument("--follow", action="store_true",
+                        help="watch the live service: one line per period until Ctrl-C")
+    parser.add_argument("--period", type=_duration, metavar="DURATION",
+                        help="with --follow: length of a period, e.g. 5s or 500ms (default 5s)")
+    parser.add_argument("--until-idle", type=_duration, metavar="DURATION",
+                        help="with --follow: stop once no publication, batch or match came for "
+                             "this long (checked at the end of each period)")
+    parser.add_argument("--periods", type=positive_int, metavar="N",
+                        help="with --follow: stop after N periods")
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="with --follow: read the metrics and matches topics from their "
+                             "oldest record (default: from now)")
     parser.set_defaults(func=_stats)
+
+
+def _duration(text: str) -> float:
+    """argparse type: a positive duration (500ms, 5s, 2m)."""
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return value
 
 
 def _share(values: np.ndarray) -> str:
@@ -81,9 +134,241 @@ def summarise(records: dict[str, list[dict]], app_id: str) -> list[str]:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    if not args.follow:
+        given = [flag for flag, value in (("--period", args.period),
+                                          ("--until-idle", args.until_idle),
+                                          ("--periods", args.periods),
+                                          ("--from-beginning", args.from_beginning or None))
+                 if value is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)} only applies with --follow", EXIT_USAGE)
     cfg = settings(args)
     reachable(cfg)
     app_id = args.app_id or cfg["app.app_id"]
+    if args.follow:
+        return follow(cfg, app_id, period=args.period or 5.0, until_idle=args.until_idle,
+                      periods=args.periods, from_beginning=args.from_beginning)
     for line in summarise(by_schema(cfg.kafka_client(), cfg.topic("metrics")), app_id):
         print(line)
     return 0
+
+
+# -- --follow: the arithmetic of one period, without Kafka -----------------------------------
+
+@dataclass
+class Period:
+    """What one period of `geops stats --follow` observed."""
+
+    seconds: float                          # its length
+    topic_end: Mapping[int, int] | None     # publications topic end offsets at its end, if read
+    metrics: Sequence[tuple[str, dict]] = ()  # (schema name, record) from the metrics topic
+    matches: Sequence[dict] = ()            # Match records that arrived in it
+    time_ms: int = 0                        # wall-clock time of its end
+
+
+@dataclass
+class Row:
+    """One line of `geops stats --follow`; None where the value is unknown."""
+
+    time_ms: int
+    input_rate: float | None
+    output_rate: float
+    lag: int | None
+    batches: int
+    p50_ms: float | None
+    p99_ms: float | None
+    latency_from_batches: bool  # no Match record: the batches' own latency figures
+    mldc: float | None
+    epoch: int | None
+    matches: int = 0
+
+
+COLUMNS = (("time", 8), ("in/s", 9), ("out/s", 9), ("lag", 11), ("batches", 7),
+           ("p50 ms", 8), ("p99 ms", 8), ("MLDC LB", 7), ("epoch", 5))
+HEADER = " ".join(f"{name:>{width}}" for name, width in COLUMNS)
+
+
+@dataclass
+class Follower:
+    """Turns the records of successive periods into rows; keeps what outlives a period (the
+    topic's previous end, the app's last batch end offsets, its epoch and worker count)."""
+
+    app_id: str
+    topic_end: Mapping[int, int] | None = None  # the end offsets when following began
+    _unsampled_s: float = 0.0                   # time since topic_end was last read
+    batch_end: dict[str, int] = field(default_factory=dict)
+    epoch: int | None = None
+    workers: int | None = None
+
+    def step(self, period: Period) -> Row:
+        app = self.app_id
+        summaries = [r for n, r in period.metrics if n == "BatchSummary" and r["app_id"] == app]
+        loads = [r for n, r in period.metrics if n == "PartitionLoad" and r["app_id"] == app]
+        for s in summaries:
+            self.epoch, self.workers = s["epoch"], s["workers"]
+            if s.get("source_end_offsets"):
+                self.batch_end = dict(s["source_end_offsets"])
+        if not summaries and loads:
+            self.epoch = loads[-1]["epoch"]
+        seconds = max(period.seconds, 1e-9)
+        self._unsampled_s += period.seconds
+        input_rate = lag = None
+        if period.topic_end is not None:
+            if self.topic_end is not None:
+                grown = sum(period.topic_end.values()) - sum(
+                    self.topic_end.get(p, 0) for p in period.topic_end)
+                input_rate = max(grown, 0) / max(self._unsampled_s, 1e-9)
+            self.topic_end, self._unsampled_s = dict(period.topic_end), 0.0
+            if self.batch_end:
+                lag = sum(max(end - self.batch_end.get(str(p), 0), 0)
+                          for p, end in period.topic_end.items())
+        matches = [m for m in period.matches if m.get("app_id", "") in (app, "")]
+        p50, p99, from_batches = _latency(matches, summaries)
+        return Row(time_ms=period.time_ms, input_rate=input_rate,
+                   output_rate=sum(s["records"] for s in summaries) / seconds, lag=lag,
+                   batches=len(summaries), p50_ms=p50, p99_ms=p99,
+                   latency_from_batches=from_batches, mldc=self._mldc(loads),
+                   epoch=self.epoch, matches=len(matches))
+
+    def _mldc(self, loads: list[dict]) -> float | None:
+        if not loads:
+            return None
+        workers = max(self.workers or 0, 1 + max(r["worker"] for r in loads))
+        per_worker = [0.0] * workers
+        for r in loads:
+            per_worker[r["worker"]] += r["processing_ns"]
+        return mldc(per_worker)
+
+
+def _latency(matches: list[dict], summaries: list[dict]
+             ) -> tuple[float | None, float | None, bool]:
+    """(p50, p99, from the batches' figures) of event time -> match time in ms."""
+    if matches:
+        ms = np.fromiter((m["match_time"] - m["event_time"] for m in matches), float,
+                         len(matches))
+        p50, p99 = np.percentile(ms, [50, 99])
+        return float(p50), float(p99), False
+    p50s = [s["latency_p50_ms"] for s in summaries if s.get("latency_p50_ms") is not None]
+    p99s = [s["latency_p99_ms"] for s in summaries if s.get("latency_p99_ms") is not None]
+    if not p50s and not p99s:
+        return None, None, False
+    return (statistics.median(p50s) if p50s else None, max(p99s) if p99s else None, True)
+
+
+def format_row(row: Row) -> str:
+    """A row under HEADER, every number right-aligned in its column."""
+    def num(value: float | None, fmt: str = ",.0f", mark: str = "") -> str:
+        return "-" if value is None else f"{mark}{value:{fmt}}"
+
+    mark = "~" if row.latency_from_batches else ""
+    cells = (time.strftime("%H:%M:%S", time.localtime(row.time_ms / 1000)),
+             num(row.input_rate), num(row.output_rate), num(row.lag, ","),
+             str(row.batches), num(row.p50_ms, mark=mark), num(row.p99_ms, mark=mark),
+             num(row.mldc, ".2f"), num(row.epoch, "d"))
+    return " ".join(f"{cell:>{width}}" for cell, (_, width) in zip(cells, COLUMNS, strict=True))
+
+
+# -- --follow: the loop -----------------------------------------------------------------------
+
+def follow(cfg: Config, app_id: str, *, period: float = 5.0, until_idle: float | None = None,
+           periods: int | None = None, from_beginning: bool = False, out: TextIO | None = None,
+           clock: Callable[[], float] = time.monotonic) -> int:
+    """Print HEADER, then one row per period until Ctrl-C/SIGTERM, ``periods`` rows or
+    ``until_idle`` seconds without a publication, batch or match."""
+    out = out or sys.stdout
+    conf = cfg.kafka_client()
+    pubs, metrics, matches = (cfg.topic(t) for t in ("publications", "metrics", "matches"))
+    probe = EndOffsets(conf)
+    c = None
+    try:
+        try:
+            parts = {t: probe.partitions(t) for t in (metrics, matches)}
+            starts = {t: ({p: OFFSET_BEGINNING for p in ps} if from_beginning else probe(t))
+                      for t, ps in parts.items()}
+            probe.partitions(pubs)  # a missing publications topic is an error, not a "-"
+        except KafkaUnavailable as exc:
+            raise CommandError(str(exc)) from None
+        c = consumer(conf)
+        c.assign([TopicPartition(t, p, starts[t].get(p, OFFSET_BEGINNING))
+                  for t, ps in parts.items() for p in ps])
+        follower = Follower(app_id, _topic_end(probe, pubs))
+        with _signals_as_interrupt():
+            out.write(HEADER + "\n")
+            out.flush()
+            began = last_active = clock()
+            done = 0
+            while periods is None or done < periods:
+                got_metrics, got_matches = _collect(c, matches, began + period, clock)
+                topic_end = _topic_end(probe, pubs)
+                now = clock()
+                row = follower.step(Period(now - began, topic_end, got_metrics, got_matches,
+                                           int(time.time() * 1000)))
+                began = now
+                out.write(format_row(row) + "\n")
+                out.flush()
+                done += 1
+                if row.batches or row.matches or (row.input_rate or 0) > 0:
+                    last_active = now
+                if until_idle is not None and now - last_active >= until_idle:
+                    break
+    except KeyboardInterrupt:  # Ctrl-C is how a follow ends: not an error
+        pass
+    except BrokenPipeError:  # e.g. `geops stats --follow | head`
+        pass
+    finally:
+        if c is not None:
+            c.close()
+        probe.close()
+    return 0
+
+
+def _collect(c: Any, matches_topic: str, deadline: float, clock: Callable[[], float]
+             ) -> tuple[list[tuple[str, dict]], list[dict]]:
+    """Decoded metrics records and Match records that arrive until ``deadline``."""
+    dec = codec()
+    got_metrics: list[tuple[str, dict]] = []
+    got_matches: list[dict] = []
+    while (left := deadline - clock()) > 0:
+        for msg in c.consume(1000, timeout=min(left, 0.2)):
+            if msg.error() is not None or msg.value() is None:
+                continue
+            try:
+                name, record = dec.decode(msg.value())
+            except DecodeError:
+                continue
+            if msg.topic() == matches_topic:
+                if name == "Match":
+                    got_matches.append(record)
+            else:
+                got_metrics.append((name, record))
+    return got_metrics, got_matches
+
+
+def _topic_end(probe: EndOffsets, topic: str) -> dict[int, int] | None:
+    """The topic's end offsets, or None (a "-" this period) when they cannot be read now."""
+    try:
+        return probe(topic)
+    except KafkaUnavailable as exc:
+        print(f"geops stats: end offsets of {topic} unknown this period: {exc}", file=sys.stderr)
+        return None
+
+
+@contextlib.contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM end the follow like Ctrl-C in a terminal, also when the shell started
+    it in the background with SIGINT ignored (only the main thread may set handlers)."""
+    previous = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, _interrupt)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
