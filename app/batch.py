@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from app.control import ControlChannel
 from app.metrics import PartitionLoad, latency_stats
 from app.offsetlog import batch_end_offsets, batch_ranges
+from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
 from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
@@ -59,7 +60,8 @@ class BatchRunner:
 
     def __init__(self, *, app_id: str, strategy: Strategy, router: Broadcast, join_mode: str,
                  workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
-                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str):
+                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
+                 read_policy: ReadPolicy | None = None):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -71,10 +73,11 @@ class BatchRunner:
         self.kafka_conf = kafka_conf
         self.state = state
         self.checkpoint = checkpoint
+        self.read_policy = read_policy or ReadPolicy()
         self.sc = static.sc
         self.disjoint = strategy.disjoint_ids()
         self.partitions = strategy.num_partitions
-        self.sender = Sender(kafka_conf)
+        self.sender = Sender(kafka_conf, outage_limit=self.read_policy.outage_limit)
         self.codec = codec()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -107,7 +110,7 @@ class BatchRunner:
         state = self.state
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.topics.dead_letter,
-                                 self.kafka_conf, self.app_id)
+                                 self.kafka_conf, self.app_id, self.read_policy)
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency())
         parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
         # At most one read task per core: a task costs more than reading a range.

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -83,7 +84,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.batch import BatchRunner, BatchState, Topics
     from app.control import ControlChannel
     from app.offsetlog import initial_offsets_path
-    from app.source import KafkaSource
+    from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
     from app.subscriptions import load_subscriptions
     from geops.strategies import build_strategy
@@ -130,16 +131,20 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     log.info("static data: %d bytes in %d partitions", static.total_bytes, partitions)
     state = BatchState(epoch, assignment)
     checkpoint = checkpoint_dir(cfg)
+    policy = ReadPolicy(cfg["kafka.outage_limit"], cfg["app.on_data_loss"])
     runner = BatchRunner(app_id=app_id, strategy=strategy,
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
-                         kafka_conf=kafka_conf, state=state, checkpoint=checkpoint)
+                         kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
+                         read_policy=policy)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     spark.dataSource.register(KafkaSource)
     reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
               .option("kafka", json.dumps(kafka_conf))
               .option("startingOffsets", starting_offsets)
-              .option("initialOffsetsPath", initial_offsets_path(checkpoint)))
+              .option("initialOffsetsPath", initial_offsets_path(checkpoint))
+              .option("outageLimit", str(policy.outage_limit))
+              .option("onDataLoss", policy.on_data_loss))
     if cfg["app.max_records_per_trigger"]:
         reader = reader.option("maxRecordsPerTrigger", str(cfg["app.max_records_per_trigger"]))
     query = (reader.load().writeStream.foreachBatch(runner)
@@ -172,8 +177,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                     log.info("no input for %.0f s; stopping", quiet)
                 query.stop()
         if query.exception() is not None:
-            log.error("the streaming query failed: %s", query.exception())
-            code = EXIT_FAILED
+            code, message = explain_failure(str(query.exception()), checkpoint)
+            log.error("%s", message)
     finally:
         runner.close()
         control.close()
@@ -181,6 +186,27 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         log.info("stopped after %d batches, %d records", state.batches, state.records)
         spark.stop()
     return code
+
+
+# Expected failures raised anywhere in the query (planning, read tasks, foreachBatch) reach the
+# driver wrapped in Spark's and Py4J's exception text; their one line is found by class name.
+_EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
+
+
+def explain_failure(text: str, checkpoint: str) -> tuple[int, str]:
+    """Exit code and one-line message for a failed query: an expected condition (Kafka outage
+    past the limit, data loss) gets its own line and code; anything else the whole text."""
+    from kafkaio.retry import EXIT_DATA_LOSS, EXIT_OUTAGE
+
+    found = _EXPECTED.search(text)
+    if found is None:
+        return EXIT_FAILED, f"the streaming query failed: {text}"
+    if found.group(1) == "KafkaOutage":
+        return EXIT_OUTAGE, found.group(2)
+    return EXIT_DATA_LOSS, (f"{found.group(2)}. The checkpoint {checkpoint} holds those "
+                            f"offsets: restart with --on-data-loss continue to skip them "
+                            f"(recorded on the dead-letter topic), or delete the checkpoint "
+                            f"to start over")
 
 
 def main(argv: list[str] | None = None) -> int:

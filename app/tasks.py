@@ -47,6 +47,7 @@ class RouteContext:
     dead_letter_topic: str
     kafka_conf: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
+    read_policy: Any = None     # app.source.ReadPolicy (outage limit, on data loss)
 
 
 class Record(NamedTuple):
@@ -82,10 +83,15 @@ def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple
     cores from decoding (sPIS read tasks: 542 -> 308 ms). ``decode_route`` keeps every record
     until it ends anyway (for dead letters), so this holds no more memory than before.
     """
-    from app.source import iter_range
+    from app.source import ReadPolicy, data_loss_message, iter_range
 
-    records = [Record(part.topic, p, o, k, v)
-               for part in parts for p, o, k, v, _ in iter_range(ctx.kafka_conf, part)]
+    policy = ctx.read_policy or ReadPolicy()
+    lost: list[Any] = []
+    records = [Record(part.topic, p, o, k, v) for part in parts
+               for p, o, k, v, _ in iter_range(ctx.kafka_conf, part, policy, lost)]
+    if lost:  # skipped with --on-data-loss continue: one dead letter per lost range
+        _dead_letter(ctx, [(Record(g.topic, g.partition, g.start, None, None),
+                            data_loss_message(g)) for g in lost])
     return decode_route(ctx, records)
 
 

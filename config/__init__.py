@@ -127,6 +127,9 @@ def _topic_settings() -> list[Setting]:
 SETTINGS: tuple[Setting, ...] = (
     Setting("kafka.bootstrap_servers", "kafka", "GEOPS_BOOTSTRAP_SERVERS", "--bootstrap-servers",
             _str, "Kafka bootstrap servers (default: the embedded broker if running)"),
+    Setting("kafka.outage_limit", "kafka", "GEOPS_OUTAGE_LIMIT", "--outage-limit",
+            parse_duration, "how long Kafka may not answer before a process gives up "
+            "(retried with back-off until then)", check=_positive),
     Setting("kafka.replication_factor", "topic-partitions", "GEOPS_REPLICATION_FACTOR",
             "--replication-factor", _int, "replication factor of created topics",
             check=_at_least(1)),
@@ -157,6 +160,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.stop_after_idle", "app", "GEOPS_APP_STOP_AFTER_IDLE", "--stop-after-idle",
             parse_duration, "stop once no input arrived for this long after the query started "
             "(0 = never)"),
+    Setting("app.on_data_loss", "app", "GEOPS_APP_ON_DATA_LOSS", "--on-data-loss", _str,
+            "when offsets the query must read no longer exist: fail, or continue from the "
+            "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,

@@ -22,6 +22,10 @@ class KafkaUnavailable(RuntimeError):
     """The Kafka cluster could not be reached or refused the request."""
 
 
+class TopicMissing(KafkaUnavailable):
+    """The cluster answered: the topic does not exist (an answer, not an outage)."""
+
+
 def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Shared settings, then per-client defaults/overrides (``extra`` wins)."""
     conf: dict[str, Any] = dict(base)
@@ -76,7 +80,7 @@ def topic_partitions(
     tmd = md.topics.get(topic)
     if tmd is None or (tmd.error is not None
                        and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-        raise KafkaUnavailable(f"topic '{topic}' does not exist (create it with "
+        raise TopicMissing(f"topic '{topic}' does not exist (create it with "
                                f"`geops topics create`)")
     if tmd.error is not None:
         raise KafkaUnavailable(f"topic '{topic}': {tmd.error.str()}")

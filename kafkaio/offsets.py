@@ -1,10 +1,24 @@
-"""Exact end offsets, and reading a topic to its end, on any broker including the embedded one.
+"""End offsets that are right while producers write, and reading a topic to its end.
 
-The embedded broker (Tansu 0.6.0) answers ListOffsets(latest) with the base offset of the last
-record batch instead of the log-end offset, so a reader that trusts it never reads the tail of
-a finished stream. The high watermark carried by Fetch responses is right. ``EndOffsets`` asks
-ListOffsets first (cheap and exact on Apache Kafka), then fetches from that offset until librdkafka
-reports partition EOF, whose offset is the true end. Only the last record batch is read.
+Three measured facts shape this module (embedded broker, Tansu 0.6.0):
+
+- ListOffsets(latest) answers the base offset of the last record batch, not the log-end offset,
+  so a reader that trusts it never reads the tail of a finished stream. Exact on Apache Kafka.
+- The high watermark carried by Fetch responses is right, and librdkafka keeps the newest one
+  (``get_watermark_offsets(cached=True)``).
+- A fetch near the end of a large partition can take seconds (erratically: the same offset 5 s
+  without an answer, then 0.6 s; 0.02 s thirty thousand records earlier), and librdkafka's
+  partition-EOF is an event sent only when a fetch comes back empty at the end of the log. An
+  end-offset probe that fetched the tail and waited for EOF therefore timed out under a
+  concurrent producer (every call, after a few seconds at 20,000 records/s), which killed the
+  app's query.
+
+So ``EndOffsets`` never fetches records: its consumer is parked at an offset far beyond any end,
+where every fetch comes back empty at once and carries the high watermark; librdkafka refetches
+about every ``fetch.wait.max.ms``, so the cached watermark follows the log within ~0.1 s without
+a record crossing the wire. A call returns the higher of ListOffsets and that watermark: offsets
+known to exist, never waiting for the newest one. On Apache Kafka the parked fetch is answered
+OFFSET_OUT_OF_RANGE; the probe then takes ListOffsets, which is exact there.
 """
 
 from __future__ import annotations
@@ -15,54 +29,103 @@ from collections.abc import Iterator, Mapping, Sequence
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from kafkaio.clients import KafkaUnavailable, consumer, topic_partitions
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
+
+PARKED = 2**62  # an offset no partition reaches
+RELIST_EVERY = 1.0  # seconds between ListOffsets checks when the fetch cache answers
+_OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
 class EndOffsets:
-    """Finds true end offsets of topic partitions; keep one per caller and reuse it."""
+    """End offsets of topic partitions that are known to exist; keep one and reuse it.
 
-    def __init__(self, client_conf: Mapping[str, str], timeout: float = 30.0):
+    ``timeout`` bounds each request to the broker (metadata, ListOffsets); ``answer_wait`` how
+    long the first call for a partition waits for its first fetch answer (later calls answer
+    from the cache at once). ``answered`` holds the partitions of the last call whose end is
+    exact as of the last fetch (or as of ListOffsets on a broker where that is exact).
+    """
+
+    def __init__(self, client_conf: Mapping[str, str], timeout: float = 30.0,
+                 answer_wait: float = 2.0):
         self.timeout = timeout
-        self._consumer = consumer(client_conf, **{"enable.partition.eof": True,
-                                                  "fetch.wait.max.ms": 1})
+        self.answer_wait = answer_wait
+        self.answered: set[int] = set()
+        self._consumer = consumer(client_conf, **{"fetch.wait.max.ms": 50,
+                                                  "auto.offset.reset": "error",
+                                                  "enable.partition.eof": False})
+        self._parked: set[tuple[str, int]] = set()
+        self._listed_exact: set[tuple[str, int]] = set()  # the broker refused the parked fetch
+        self._listed_at: dict[str, float] = {}
 
     def partitions(self, topic: str) -> list[int]:
         return topic_partitions(self._consumer, topic, self.timeout)
 
+    def listed(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """{partition: (low, high)} as ListOffsets says (high is a lower bound on Tansu)."""
+        out = {}
+        for p in partitions:
+            try:
+                out[p] = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                              timeout=self.timeout)
+            except Exception as exc:  # KafkaException on timeout / unknown partition
+                raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
+        return out
+
+    def _serve(self, topic: str) -> None:
+        """Handle the parked consumer's events: an out-of-range answer means ListOffsets is
+        the broker's exact answer; other errors are retried by librdkafka."""
+        for msg in self._consumer.consume(1000, timeout=0):
+            err = msg.error()
+            if err is not None and err.code() in _OUT_OF_RANGE and msg.topic() == topic:
+                self._listed_exact.add((topic, msg.partition()))
+
     def __call__(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
-        """{partition: offset after its last record} for the given (default: all) partitions."""
+        """{partition: an end offset known to exist} for the given (default: all) partitions.
+
+        Exact when nobody writes; while producers write, about one fetch interval behind.
+        """
         parts = list(self.partitions(topic) if partitions is None else partitions)
         if not parts:
             return {}
-        c = self._consumer
-        listed = {}
-        for p in parts:
-            try:
-                listed[p] = c.get_watermark_offsets(TopicPartition(topic, p),
-                                                    timeout=self.timeout)[1]
-            except Exception as exc:  # KafkaException on timeout / unknown partition
-                raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
-        c.assign([TopicPartition(topic, p, max(listed[p], 0)) for p in parts])
-        ends: dict[int, int] = {}
-        deadline = time.monotonic() + self.timeout
-        try:
-            while len(ends) < len(parts):
-                if time.monotonic() > deadline:
-                    missing = sorted(set(parts) - set(ends))
-                    raise KafkaUnavailable(f"no end-of-partition answer for {topic}{missing} "
-                                           f"within {self.timeout:.0f} s")
-                # consume() waits out its timeout unless 10,000 messages come: keep it short,
-                # it is the floor of every call (a micro-batch asks once per trigger).
-                for msg in c.consume(10000, timeout=0.005):
-                    err = msg.error()
-                    if err is None:
-                        continue
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        ends[msg.partition()] = msg.offset()
-                    elif err.fatal() or not err.retriable():
-                        raise KafkaUnavailable(f"reading {topic}: {err.str()}")
-        finally:
-            c.unassign()
+        new = [TopicPartition(topic, p, PARKED) for p in parts if (topic, p) not in self._parked]
+        if new:
+            self._consumer.incremental_assign(new)
+            self._parked.update((topic, tp.partition) for tp in new)
+        self._serve(topic)
+        cached = {p: self._cached(topic, p) for p in parts}
+        # ListOffsets waits behind the parked fetch on the same connection: ask it only where
+        # the cache cannot answer, and about once a second as a check that the broker answers
+        # (a paused broker leaves the cache as it was).
+        ask = [p for p in parts if cached[p] < 0]
+        if time.monotonic() - self._listed_at.get(topic, 0.0) >= RELIST_EVERY:
+            ask = parts
+        listed = self.listed(topic, ask)
+        if len(ask) == len(parts):
+            self._listed_at[topic] = time.monotonic()
+        ends = {p: max(listed[p][1] if p in listed else 0, cached[p], 0) for p in parts}
+        deadline = time.monotonic() + self.answer_wait
+        while True:
+            self._serve(topic)
+            answered = set()
+            for p in parts:
+                if (topic, p) in self._listed_exact:
+                    answered.add(p)
+                    continue
+                high = self._cached(topic, p)
+                if high >= 0:
+                    ends[p] = max(ends[p], high)
+                    answered.add(p)
+            if len(answered) == len(parts) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        self.answered = answered
         return ends
+
+    def _cached(self, topic: str, p: int) -> int:
+        """The high watermark of the newest fetch answer for a partition (or < 0: none)."""
+        if (topic, p) in self._listed_exact:
+            return -1
+        return self._consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)[1]
 
     def close(self) -> None:
         self._consumer.close()
@@ -70,15 +133,18 @@ class EndOffsets:
 
 def read_to_end(
     client_conf: Mapping[str, str], topic: str, start: Mapping[int, int] | None = None,
-    timeout: float = 30.0,
+    outage_limit: float = DEFAULT_OUTAGE_LIMIT,
 ) -> Iterator[Message]:
-    """Every record of ``topic`` from ``start`` (default: the beginning) to the end as of now.
+    """Every record of ``topic`` from ``start`` (default: the beginning) to its end as of now.
 
-    Returns exactly the records that existed when the call began, in offset order per partition.
+    Returns the records up to end offsets taken when the call began (``EndOffsets``), in offset
+    order per partition; records written meanwhile are left for the caller's next read. A
+    broker that stops answering is waited for, up to ``outage_limit`` (then ``KafkaOutage``).
     """
-    probe = EndOffsets(client_conf, timeout)
+    outage = Outage(client_conf.get("bootstrap.servers", "?"), outage_limit)
+    probe = EndOffsets(client_conf, timeout=10.0, answer_wait=10.0)
     try:
-        ends = probe(topic)
+        ends = with_retry(lambda: probe(topic), outage, f"end offsets of {topic}")
     finally:
         probe.close()
     begin = {p: (start or {}).get(p, OFFSET_BEGINNING) for p in ends}
@@ -89,19 +155,20 @@ def read_to_end(
     c: Consumer = consumer(client_conf, **{"enable.partition.eof": True})
     try:
         c.assign([TopicPartition(topic, p, begin[p]) for p in sorted(todo)])
-        deadline = time.monotonic() + timeout
         while todo:
             msgs = c.consume(10000, timeout=0.2)
             if msgs:
-                deadline = time.monotonic() + timeout
-            elif time.monotonic() > deadline:
-                raise KafkaUnavailable(f"reading {topic} stalled before its end: partitions "
-                                       f"{sorted(todo)} not finished within {timeout:.0f} s")
+                outage.ok()
+            else:
+                outage.failed(f"reading {topic} partitions {sorted(todo)} to their end",
+                              sleep=False)
             for msg in msgs:
                 p = msg.partition()
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaUnavailable(f"reading {topic}: {err.str()}")
+                    if err.fatal() or not err.retriable():
+                        raise KafkaUnavailable(f"reading {topic}: {err.str()}")
+                    continue
                 if p not in todo:
                     continue
                 if err is None and msg.offset() < ends[p]:

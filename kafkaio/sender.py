@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from kafkaio.clients import KafkaUnavailable, producer
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage, Outage
 
 
 class Sender:
@@ -16,11 +17,16 @@ class Sender:
 
     ``flush()`` waits for every outstanding record and raises ``KafkaUnavailable`` if any record
     could not be delivered, so a caller that flushes before acknowledging its input is
-    at-least-once.
+    at-least-once. A broker that stops answering is waited for up to ``outage_limit``: records
+    stay queued (librdkafka retries them) and ``flush`` raises ``KafkaOutage`` only past it.
     """
 
-    def __init__(self, client_conf: Mapping[str, str], rate: float | None = None, **extra: Any):
+    def __init__(self, client_conf: Mapping[str, str], rate: float | None = None,
+                 outage_limit: float = DEFAULT_OUTAGE_LIMIT, **extra: Any):
+        # A record is given up only after the outage limit (plus a margin for the last try).
+        extra.setdefault("message.timeout.ms", int(outage_limit * 1000) + 30_000)
         self._producer: Producer = producer(client_conf, **extra)
+        self._outage = Outage(str(client_conf.get("bootstrap.servers", "?")), outage_limit)
         self.rate = rate
         self.sent = 0
         self.delivered = 0
@@ -60,17 +66,33 @@ class Sender:
     def poll(self, timeout: float = 0.0) -> None:
         self._producer.poll(timeout)
 
-    def flush(self, timeout: float = 60.0) -> None:
-        """Wait for every queued record; raise if any was not delivered."""
-        left = self._producer.flush(timeout)
-        if left:
-            raise KafkaUnavailable(f"{left} records still undelivered after {timeout:.0f} s "
-                                   f"(is the broker reachable?)")
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for every queued record; raise if any was not delivered.
+
+        Waits as long as deliveries make progress; while none do, up to ``timeout`` (default:
+        the outage limit), then ``KafkaOutage``.
+        """
+        outage = self._outage
+        if timeout is not None:
+            outage = Outage(outage.servers, timeout)
+        while True:
+            before = self.delivered + self.failed
+            left = self._producer.flush(1.0)
+            if not left:
+                break
+            if self.delivered + self.failed > before:
+                outage.ok()
+                continue
+            try:
+                outage.failed(f"delivering {left} records", sleep=False)
+            except KafkaOutage as exc:
+                raise KafkaOutage(f"{exc} ({left} records undelivered)") from None
+        outage.ok()
         if self.failed:
             raise KafkaUnavailable(f"{self.failed} of {self.sent} records were not delivered: "
                                    f"{self.first_error}")
 
-    def close(self, timeout: float = 60.0) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Flush, then release the client (its threads stop once nothing refers to it)."""
         try:
             self.flush(timeout)
