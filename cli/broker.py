@@ -48,14 +48,20 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    info = broker.stop(cfg.state_dir())
+    try:
+        info = broker.stop(cfg.state_dir())
+    except broker.BrokerError as exc:
+        raise CommandError(str(exc)) from None
     print(f"broker stopped (pid {info.pid})" if info else "no broker running")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    info = broker.status(cfg.state_dir())
+    try:
+        info = broker.status(cfg.state_dir())
+    except broker.BrokerError as exc:
+        raise CommandError(str(exc)) from None
     if info is None:
         print(f"no broker running (state directory {cfg.state_dir()})")
         return 1

@@ -26,19 +26,34 @@ class ConfigError(ValueError):
     """A configuration value is missing or malformed; the message names the setting."""
 
 
+# The longest duration any setting takes: longer ones are surely typos, and they would overflow
+# the millisecond longs of Spark's trigger and the timeouts of threading waits.
+MAX_DURATION_S = 366 * 24 * 3600.0
+MAX_PORT = 65535
+MAX_INT32 = 2**31 - 1      # Kafka's partition count, Avro int fields (P, W in the metrics)
+# Static partitions and join workers: far beyond any real deployment, small enough that the
+# partitioners' per-partition arrays fit in memory (a typo like 10**11 would exhaust it).
+MAX_APP_SHAPE = 100_000
+
+
 def parse_duration(text: str | float | int) -> float:
-    """Seconds from '500ms', '10s', '2m', '1h' or a bare number of seconds."""
+    """Seconds from '500ms', '10s', '2m', '1h' or a bare number of seconds (at most a year)."""
     if isinstance(text, bool):
         raise ValueError(f"expected a duration such as 500ms or 10s, got {text!r}")
     if isinstance(text, int | float):
-        if text < 0:
+        if not text >= 0:
             raise ValueError(f"a duration cannot be negative: {text!r}")
-        return float(text)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(text))
-    if not m:
-        raise ValueError(f"expected a duration such as 500ms or 10s, got {text!r}")
-    scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
-    return float(m.group(1)) * scale
+        seconds = float(text)
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(text))
+        if not m:
+            raise ValueError(f"expected a duration such as 500ms or 10s, got {text!r}")
+        scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+        seconds = float(m.group(1)) * scale
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration must be at most 366 days ({MAX_DURATION_S:.0f} s), got "
+                         f"{text!r}")
+    return seconds
 
 
 def _int(text: Any) -> int:
@@ -83,6 +98,16 @@ def _at_least(low: float) -> Callable[[Any], None]:
     return check
 
 
+def _between(low: int, high: int) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value < low:
+            raise ValueError(f"must be at least {low}, got {value}")
+        if value > high:
+            raise ValueError(f"must be at most {high}, got {value}")
+
+    return check
+
+
 @dataclass(frozen=True)
 class Setting:
     """One scalar setting: where it lives in the file, its env var and flag, how to parse it."""
@@ -108,18 +133,25 @@ class Setting:
         return value
 
 
+def _kafka_topic(name: Any) -> None:
+    """Kafka's rule for topic names: 1..249 of ASCII letters, digits, '.', '_' and '-'."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", name) or name in (".", ".."):
+        raise ValueError(f"a Kafka topic name is 1 to 249 of the characters a-z, A-Z, 0-9, "
+                         f"'.', '_' and '-' (not '.' or '..'), got {name!r}")
+
+
 def _topic_settings() -> list[Setting]:
     out = []
     for t in TOPICS:
         dashed = t.replace("_", "-")
         out.append(
             Setting(f"topics.{t}.name", "topics", f"GEOPS_{t.upper()}_TOPIC", f"--{dashed}-topic",
-                    _str, f"name of the {dashed} topic")
+                    _str, f"name of the {dashed} topic", check=_kafka_topic)
         )
         out.append(
             Setting(f"topics.{t}.partitions", "topic-partitions", f"GEOPS_{t.upper()}_PARTITIONS",
                     f"--{dashed}-partitions", _int, f"partitions of the {dashed} topic",
-                    check=_at_least(1))
+                    check=_between(1, MAX_INT32))
         )
     return out
 
@@ -132,10 +164,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(retried with back-off until then)", check=_positive),
     Setting("kafka.replication_factor", "topic-partitions", "GEOPS_REPLICATION_FACTOR",
             "--replication-factor", _int, "replication factor of created topics",
-            check=_at_least(1)),
+            check=_between(1, 32767)),
     *_topic_settings(),
     Setting("broker.port", "broker", "GEOPS_BROKER_PORT", "--port", _int,
-            "port of the embedded broker", check=_at_least(0)),
+            "port of the embedded broker (0 = any free port)", check=_between(0, MAX_PORT)),
     Setting("broker.state_dir", "state", "GEOPS_STATE_DIR", "--state-dir", _str,
             "directory for the embedded broker's pid/log and default checkpoints"),
     Setting("app.app_id", "app", "GEOPS_APP_ID", "--app-id", _str,
@@ -145,9 +177,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.join", "app", "GEOPS_APP_JOIN", "--join", _str,
             "where the join runs: static-local or stream-local", choices=("STAL", "STRL")),
     Setting("app.workers", "app", "GEOPS_APP_WORKERS", "--workers", _int,
-            "join workers W (0 = all executor cores)", check=_at_least(0)),
+            "join workers W (0 = all executor cores)", check=_between(0, MAX_APP_SHAPE)),
     Setting("app.partitions", "app", "GEOPS_APP_PARTITIONS", "--partitions", _int,
-            "static partitions P", check=_at_least(1)),
+            "static partitions P", check=_between(1, MAX_APP_SHAPE)),
     Setting("app.partitioner", "app", "GEOPS_APP_PARTITIONER", "--partitioner", _str,
             "spatial partitioner", choices=("kdbtree", "quadtree", "grid")),
     Setting("app.trigger", "app", "GEOPS_APP_TRIGGER", "--trigger", parse_duration,
@@ -272,6 +304,10 @@ def _read_toml(path: Path, label: str) -> dict[str, Any]:
         raise ConfigError(f"{label}: file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{label}: {path} is not valid TOML: {exc}") from None
+    except OSError as exc:  # a directory, unreadable, ...
+        raise ConfigError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: {path} is not a text file: {exc}") from None
 
 
 def _merge_file(tree: dict[str, Any], user: Mapping[str, Any], path: Path) -> None:

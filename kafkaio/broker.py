@@ -98,13 +98,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _unusable(state_dir: Path, exc: OSError) -> BrokerError:
+    return BrokerError(f"state directory {state_dir} is unusable: {exc.strerror or exc}"
+                       f"{f' ({exc.filename})' if exc.filename else ''}; choose another with "
+                       f"--state-dir or GEOPS_STATE_DIR")
+
+
 def status(state_dir: Path) -> BrokerInfo | None:
-    """The broker of this state directory if it is running; stale records are removed."""
+    """The broker of this state directory if it is running; stale records are removed.
+
+    Raises BrokerError when the state directory cannot be read (e.g. a path through a file).
+    """
     path = _info_file(state_dir)
     try:
         info = BrokerInfo(**json.loads(path.read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, TypeError):
         return None
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
     if _alive(info.pid):
         return info
     path.unlink(missing_ok=True)
@@ -112,7 +123,11 @@ def status(state_dir: Path) -> BrokerInfo | None:
 
 
 def running_address(state_dir: Path) -> str | None:
-    info = status(state_dir)
+    """The address of this state directory's broker, or None (also when it is unreadable)."""
+    try:
+        info = status(state_dir)
+    except BrokerError:
+        return None
     return info.address if info else None
 
 
@@ -134,6 +149,9 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[Bro
     Returns (info, started): ``started`` is False when a broker was already running.
     ``port=0`` picks a free port.
     """
+    if not 0 <= port <= 65535:
+        raise BrokerError(f"port {port} is outside 0..65535; choose another with --port "
+                          f"(0 = any free port)")
     running = status(state_dir)
     if running is not None:
         return running, False
@@ -146,10 +164,14 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[Bro
         )
     binary = broker_binary()
     folder = _dir(state_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / "broker.log"
     url = f"tcp://{LISTEN_HOST}:{port}"
-    with open(log_path, "ab") as log:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # noqa: SIM115 - closed below, once the child has it
+    except OSError as exc:
+        raise _unusable(state_dir, exc) from None
+    with log:
         proc = subprocess.Popen(
             [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
