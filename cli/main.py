@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from cli.common import (  # re-exported: subcommands may import them from here
     EXIT_FAILED,
@@ -35,8 +36,19 @@ COMMANDS = (
     "cli.bench",
 )
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: what is wrong and where to look.
+
+    argparse prints the whole usage before the error, which buries the one line that matters
+    (for `geops app`, dozens of lines); subparsers inherit this class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="geops",
         description="Kafka-native geospatial publish/subscribe on Spark "
                     "that balances its own load.",
@@ -64,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"geops {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # sizes the machine cannot hold, e.g. a typo in a count
+        print(f"geops {args.command}: out of memory; try smaller sizes or counts",
+              file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":
