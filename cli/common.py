@@ -33,6 +33,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_duration(text: str) -> float:
+    """argparse type: a duration such as 500ms, 10s, 2m or a number of seconds, above zero."""
+    try:
+        value = config.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration above zero, got {text!r}")
+    return value
+
+
 def settings(args: argparse.Namespace) -> Config:
     """The resolved configuration of a subcommand (defaults < file < env < flags)."""
     return config.from_args(args)

@@ -14,9 +14,11 @@ import argparse
 import sys
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import config
+from cli.common import non_negative_int
 from cli.progress import elapsed_log
 from geops.geojson import GeoJSONError
 from geops.model import Relation
@@ -47,6 +49,11 @@ from geops.workload.world import DEFAULT_SIZES
 FLAGS = {"area": "--areas", "district": "--districts", "sector": "--sectors",
          "start_time_ms": "--start-time"}
 SHOWN_BAD_ROWS = 10
+# Event times are Avro timestamp-millis: a signed 64-bit count of milliseconds.
+TIME_RANGE = (-(2**63), 2**63 - 1)
+# Cells of a synthetic layer: 90 times the default sectors, still built in minutes; far more
+# would exhaust the memory of the Voronoi construction.
+MAX_WORLD_CELLS = 1_000_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "files DIR/subscriptions.avro and DIR/publications.avro, and DIR/workload.json. "
                "Exit code 3 when input rows or features were skipped.")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="random seed, an integer >= 0 (default 0)")
     p.add_argument("--subscriptions", type=int, default=DEFAULT_SUBSCRIPTIONS, metavar="N",
                    help=f"subscriptions (default {DEFAULT_SUBSCRIPTIONS:,})")
     p.add_argument("--publications", type=int, default=DEFAULT_PUBLICATIONS, metavar="M",
@@ -124,14 +132,28 @@ def parse_time(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+def _check_times(start: int, interval_ms: int, publications: int) -> None:
+    """Every event time start + i * interval_ms must be a timestamp-millis (ValueError)."""
+    low, high = TIME_RANGE
+    if not low <= start <= high:
+        raise ValueError(f"--start-time {start} is outside the range of a timestamp-millis "
+                         f"(a 64-bit count of milliseconds)")
+    last = start + max(interval_ms, 0) * max(publications - 1, 0)
+    if last > high or interval_ms > high:
+        raise ValueError(f"--start-time {start} plus --interval-ms {interval_ms} for "
+                         f"{publications:,} publications ends beyond the range of a "
+                         f"timestamp-millis (a 64-bit count of milliseconds)")
+
+
 def _world_size(text: str) -> tuple[int, int, int]:
     try:
         sizes = tuple(int(v) for v in text.split(","))
     except ValueError:
         sizes = ()
-    if len(sizes) != 3 or not 1 <= sizes[0] <= sizes[1] <= sizes[2]:
+    if len(sizes) != 3 or not 1 <= sizes[0] <= sizes[1] <= sizes[2] <= MAX_WORLD_CELLS:
         raise ValueError(f"--world-size expects AREAS,DISTRICTS,SECTORS with "
-                         f"1 <= AREAS <= DISTRICTS <= SECTORS, got {text!r}")
+                         f"1 <= AREAS <= DISTRICTS <= SECTORS <= {MAX_WORLD_CELLS:,}, "
+                         f"got {text!r}")
     return sizes  # type: ignore[return-value]
 
 
@@ -177,6 +199,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     try:
         start = parse_time(args.start_time)
+        _check_times(start, args.interval_ms, args.publications)
         sizes = _world_size(args.world_size)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
@@ -185,6 +208,11 @@ def _generate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(f"--relation: {exc}", EXIT_USAGE) from None
     spec = _skew_spec(args)
+    try:  # now, not after minutes of generating
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"--out {args.out}: cannot create the directory: "
+                           f"{exc.strerror or exc}", EXIT_USAGE) from None
     log = _logger()
 
     world = synthetic_world(args.seed, *sizes, log=log)
@@ -208,6 +236,8 @@ def _generate(args: argparse.Namespace) -> int:
         world = with_real_data(world, points, layers, sources)
     except (DataError, GeoJSONError) as exc:
         raise CommandError(str(exc)) from None
+    except OSError as exc:  # a directory, no permission, ...
+        raise CommandError(f"{exc.filename}: cannot read: {exc.strerror or exc}") from None
 
     try:
         workload = generate_workload(
@@ -230,7 +260,12 @@ def _generate(args: argparse.Namespace) -> int:
             "world_size": dict(zip(LAYERS, sizes, strict=True)),
         },
     }
-    doc = write_workload(args.out, workload, record, log=log)
+    try:
+        doc = write_workload(args.out, workload, record, log=log)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise CommandError(f"--out {args.out}: cannot write: {exc.strerror or exc}{where}") \
+            from None
     subs, pubs = doc["subscriptions"], doc["publications"]
     print(f"wrote {', '.join(FILES)} to {args.out}")
     print(f"subscriptions: {subs['count']:,} "

@@ -9,6 +9,8 @@ summary go to stderr.
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 import time
 
@@ -45,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, CommandError
 
+    problem = _output_problem(args.out)
+    if problem:  # before reading and matching, which may take long
+        raise CommandError(f"{args.out}: {problem}", EXIT_USAGE)
     t0 = time.monotonic()
 
     def log(message: str) -> None:
@@ -69,6 +74,18 @@ def _run(args: argparse.Namespace) -> int:
           f"{report.match_seconds:.2f} s; {rejected} features rejected; wrote {args.out}",
           file=sys.stderr)
     return EXIT_REJECTED if rejected else EXIT_OK
+
+
+def _output_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as the output file, or None when it can (probably)."""
+    if os.path.isdir(path):
+        return os.strerror(errno.EISDIR)
+    parent = os.path.dirname(path) or "."
+    if not os.path.exists(parent):
+        return f"{os.strerror(errno.ENOENT)} (no directory {parent})"
+    if not os.path.isdir(parent):
+        return f"{os.strerror(errno.ENOTDIR)} ({parent} is a file)"
+    return None
 
 
 def _print_rejected(path: str, rejected: list[Rejected]) -> None:

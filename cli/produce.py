@@ -8,6 +8,7 @@ rejected, so scripts can tell.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -89,10 +90,15 @@ def _rate(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--rate expects a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--rate must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number above zero, got {text!r}")
     return value
+
+
+def _read_error(path: str, exc: OSError) -> CommandError:
+    """A file that exists but cannot be read as GeoJSON (a directory, no permission, ...)."""
+    return CommandError(f"{path}: cannot read: {exc.strerror or exc}", 2)
 
 
 def _report(rejected: list[Rejected], path: str) -> None:
@@ -123,6 +129,8 @@ def _publish(args: argparse.Namespace) -> int:
         pubs, _, rejected = read_publications(args.file, default_event_time=MISSING_TIME)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
+    except OSError as exc:
+        raise _read_error(args.file, exc) from None
     if args.event_time == "now":
         pubs.event_time[:] = MISSING_TIME
     return _produce(args, cfg, "publications", "Publication", publication_records(pubs),
@@ -135,5 +143,7 @@ def _subscribe(args: argparse.Namespace) -> int:
         subs, _, rejected = read_subscriptions(args.file)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
+    except OSError as exc:
+        raise _read_error(args.file, exc) from None
     return _produce(args, cfg, "subscriptions", "Subscription", subscription_records(subs),
                     rejected)

@@ -10,7 +10,14 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 import config
-from cli.common import CommandError, reachable, settings, topic_name
+from cli.common import (
+    CommandError,
+    positive_duration,
+    positive_int,
+    reachable,
+    settings,
+    topic_name,
+)
 from cli.render import to_json, to_text
 from kafkaio.clients import KafkaUnavailable, consumer
 from kafkaio.offsets import EndOffsets
@@ -27,9 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--topic", required=True, metavar="T", help="topic or logical name")
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the oldest record (default: only new records)")
-    parser.add_argument("--until-idle", type=float, metavar="SECONDS",
-                        help="stop after this many seconds without a new record")
-    parser.add_argument("--max", type=int, metavar="N", help="stop after N records")
+    parser.add_argument("--until-idle", type=positive_duration, metavar="DURATION",
+                        help="stop after this long without a new record, e.g. 5s or 500ms "
+                             "(a bare number is seconds)")
+    parser.add_argument("--max", type=positive_int, metavar="N", help="stop after N records")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text",
                         help="text (one readable line) or jsonl (one JSON object, the schema's "
                              "field names, geometries as WKT)")
@@ -38,10 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    if args.max is not None and args.max < 1:
-        raise CommandError("--max must be at least 1", 2)
-    if args.until_idle is not None and args.until_idle <= 0:
-        raise CommandError("--until-idle must be positive", 2)
     cfg = settings(args)
     reachable(cfg)
     topic = topic_name(cfg, args.topic)
