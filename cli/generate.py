@@ -183,6 +183,8 @@ def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
                                              ("app.partitioner", args.partitioner))
              if value is not None}
     if args.skew is None and args.workers is None:
+        if args.config is not None:
+            config.load(args.config)   # a file the user named must exist and be valid
         return None
     cfg = config.load(args.config, flags=flags)
     workers = cfg["app.workers"]
