@@ -25,11 +25,14 @@ from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
 from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
+from kafkaio.retry import DataLoss, KafkaOutage
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.match_encoder import encode_matches
 
 log = logging.getLogger("geops.app")
+
+EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 
 
 @dataclass
@@ -129,6 +132,9 @@ class BatchRunner:
         loads = {p: PartitionLoad(p, state.assignment[p]) for p in range(self.partitions)}
         records = dead = 0
         busiest_ns = 0
+        for rec in out:
+            if rec[0] == "X":
+                raise EXPECTED_FAILURES[rec[1]](rec[2])
         for rec in out:
             tag = rec[0]
             if tag == "M":

@@ -66,6 +66,12 @@ def _session(cfg: Config):
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
         jvm.org.apache.logging.log4j.Level.ERROR)
+    # A failed query is reported by run() in one line for an expected condition (Kafka outage,
+    # data loss) and with Spark's whole text otherwise; Spark's own report of it would repeat
+    # the traceback in the log.
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+        jvm.org.apache.logging.log4j.Level.FATAL)
     return spark
 
 
@@ -165,7 +171,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     code = EXIT_OK
     try:
         while query.isActive:
-            query.awaitTermination(0.2)
+            try:
+                query.awaitTermination(0.2)
+            except Exception:  # the query failed: reported below, once
+                break
             status = query.status
             if starting(status):
                 state.last_input = time.monotonic()  # the idle clock starts with the query

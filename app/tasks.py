@@ -7,6 +7,8 @@ Records crossing the shuffle are keyed by target worker and tagged:
 - ``("P", keys, ids, event_ms)`` every valid publication of an input task, sent only when
   DISJOINT subscriptions exist (they match publications that reach no partition);
 - ``("S", records, dead_letters)`` input-task statistics;
+- ``("X", kind, message)`` a read task stopped on an expected condition (``KafkaOutage`` or
+  ``DataLoss``), raised by the driver;
 - ``("Z", pid, payload)`` a static partition (from the cache in STAL, shipped each batch in
   STRL).
 
@@ -84,11 +86,17 @@ def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple
     until it ends anyway (for dead letters), so this holds no more memory than before.
     """
     from app.source import ReadPolicy, data_loss_message, iter_range
+    from kafkaio.retry import DataLoss, KafkaOutage
 
     policy = ctx.read_policy or ReadPolicy()
     lost: list[Any] = []
-    records = [Record(part.topic, p, o, k, v) for part in parts
-               for p, o, k, v, _ in iter_range(ctx.kafka_conf, part, policy, lost)]
+    try:
+        records = [Record(part.topic, p, o, k, v) for part in parts
+                   for p, o, k, v, _ in iter_range(ctx.kafka_conf, part, policy, lost)]
+    except (KafkaOutage, DataLoss) as exc:
+        # An expected condition, not a task failure: the driver raises it once, with its one
+        # line (a failed task would be logged with its traceback by every layer of Spark).
+        return iter([(0, ("X", type(exc).__name__, str(exc)))])
     if lost:  # skipped with --on-data-loss continue: one dead letter per lost range
         _dead_letter(ctx, [(Record(g.topic, g.partition, g.start, None, None),
                             data_loss_message(g)) for g in lost])
