@@ -19,6 +19,8 @@ from cli.common import (  # re-exported: subcommands may import them from here
     CommandError,
 )
 from config import ConfigError
+from kafkaio.clients import KafkaUnavailable
+from kafkaio.retry import KafkaOutage
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REJECTED", "EXIT_USAGE", "CommandError", "main"]
 
@@ -73,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         print(f"geops {args.command}: {exc}", file=sys.stderr)
         return exc.code
+    except KafkaOutage as exc:  # the broker did not answer for the outage limit
+        print(f"geops {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KafkaUnavailable as exc:
+        print(f"geops {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"geops {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -57,8 +57,13 @@ class Sender:
             try:
                 self._producer.produce(topic, **kwargs)
                 break
-            except BufferError:
+            except BufferError:  # the local queue is full: wait for deliveries
+                before = self.delivered + self.failed
                 self._producer.poll(0.05)
+                if self.delivered + self.failed > before:
+                    self._outage.ok()
+                else:
+                    self._outage.failed(f"queueing records for {topic}", sleep=False)
         self.sent += 1
         if self.sent % 1000 == 0:
             self._producer.poll(0)
