@@ -2,7 +2,8 @@
 
 Per epoch: batches, publications, throughput (publications / wall time from the first batch's
 start to the last batch's end), mean batch time, each worker's share of processing time and of
-items, and the MLDC by both load metrics; then the partition moves the app reported.
+items, the MLDC by both load metrics, and latency from event time to match (the median of the
+batches' medians, and the worst batch's p99); then the partition moves the app reported.
 
 With --follow, one line per period (--period, default 5 s) until Ctrl-C or --until-idle:
   in/s     publications arriving: growth of the publications topic's end offsets / period
@@ -114,7 +115,8 @@ def summarise(records: dict[str, list[dict]], app_id: str) -> list[str]:
     lines = [f"app {app_id}: {len(summaries)} batches, {total:,} publications, "
              f"{dead:,} dead letters, {workers} workers",
              f"{'epoch':>5} {'batches':>7} {'records':>9} {'pub/s':>8} {'batch ms':>9}  "
-             f"{'time share':<18} {'item share':<18} {'MLDC LB':>7} {'MLDC DB':>7}"]
+             f"{'time share':<18} {'item share':<18} {'MLDC LB':>7} {'MLDC DB':>7} "
+             f"{'p50 ms':>7} {'p99 ms':>7}"]
     for epoch in sorted(by_epoch):
         batches = by_epoch[epoch]
         recs = sum(s["records"] for s in batches)
@@ -122,9 +124,14 @@ def summarise(records: dict[str, list[dict]], app_id: str) -> list[str]:
         rate = recs / max(span / 1000, 1e-9)
         mean_ms = sum(s["duration_ms"] for s in batches) / len(batches)
         load = loads[epoch]
+        # Latency from event time to match: the median of the batches' medians, and the
+        # worst batch's p99 (an upper bound of the epoch's p99).
+        p50 = float(np.median([b["latency_p50_ms"] for b in batches]))
+        p99 = max(b["latency_p99_ms"] for b in batches)
         lines.append(f"{epoch:>5} {len(batches):>7} {recs:>9,} {rate:>8,.0f} {mean_ms:>9,.0f}  "
                      f"{_share(load['ns']):<18} {_share(load['items']):<18} "
-                     f"{_mldc(load['ns']):>7} {_mldc(load['items']):>7}")
+                     f"{_mldc(load['ns']):>7} {_mldc(load['items']):>7} "
+                     f"{p50:>7,.0f} {p99:>7,.0f}")
     for m in records.get("MoveReport", []):
         if m["app_id"] == app_id:
             lines.append(f"moved in epoch {m['epoch']}: {len(m['partitions_moved'])} partitions, "

@@ -17,7 +17,8 @@ from schemas import codec
 def summary(batch, epoch, start, end, records=100):
     return {"app_id": "a", "batch_id": batch, "epoch": epoch, "records": records,
             "dead_letters": 1, "workers": 2, "start_time": start, "end_time": end,
-            "duration_ms": float(end - start)}
+            "duration_ms": float(end - start), "latency_p50_ms": float(end - start) / 2,
+            "latency_p99_ms": float(end - start) + batch}
 
 
 def load(batch, epoch, worker, ns, items):
@@ -42,10 +43,11 @@ def test_per_epoch_throughput_shares_and_mldc():
     epoch0 = lines[2].split()
     assert epoch0[:5] == ["0", "2", "200", "100", "1,000"]
     assert "75% / 25%" in lines[2] and "90% / 10%" in lines[2]
-    assert epoch0[-2:] == ["0.50", "0.80"]  # (300 - 200) / 200 and (90 - 50) / 50
+    assert epoch0[-4:-2] == ["0.50", "0.80"]  # (300 - 200) / 200 and (90 - 50) / 50
+    assert epoch0[-2:] == ["500", "1,001"]  # median p50, worst batch p99
     epoch1 = lines[3].split()
     assert epoch1[:5] == ["1", "2", "200", "200", "500"]
-    assert epoch1[-2:] == ["0.00", "0.00"]
+    assert epoch1[-4:] == ["0.00", "0.00", "250", "503"]
     assert lines[4] == "moved in epoch 1: 2 partitions, 2.50 MB in 40 ms (before batch 2)"
 
 
