@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from cli.bench_live import register_live
 from cli.bench_paper import register_paper
 from cli.common import positive_int
 from cli.progress import elapsed_log
@@ -18,7 +19,7 @@ from geops.strategies import STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper)",
+    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -107,4 +108,4 @@ def _decode(args: argparse.Namespace) -> int:
 
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    register_kernel, register_decode, register_paper)
+    register_kernel, register_decode, register_paper, register_live)

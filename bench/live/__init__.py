@@ -1,0 +1,1 @@
+"""`geops bench live`: maximum sustainable rate and latency of the app on a live stream."""

@@ -1,0 +1,525 @@
+"""The moving parts of `geops bench live`: broker, topics, app and distributor processes, a
+rate-limited publisher, and a monitor thread that follows the app's metrics and the lag.
+
+Every process is started in a session of its own and registered with ``Processes``, whose
+``stop_all`` (called from a ``finally``, so also on Ctrl-C, SIGTERM and failures) stops them,
+the broker last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import shapely
+from confluent_kafka import TopicPartition
+
+import config
+from bench.live import calc
+from cli.produce import produce_records, subscription_records
+from config import TOPICS
+from kafkaio import broker
+from kafkaio.clients import KafkaUnavailable, admin, consumer, producer
+from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.topics import create_topics
+from schemas import DecodeError, codec
+from schemas.codec import HEADER_LEN
+
+GEOPS = [sys.executable, "-m", "cli.main"]
+REPO = Path(__file__).resolve().parents[2]
+Log = Callable[[str], None]
+
+
+class BenchFailed(RuntimeError):
+    """Something the benchmark started failed; the message points at its log."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- processes -------------------------------------------------------------------------------
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+
+class Processes:
+    """Everything the benchmark started, stopped in reverse order by ``stop_all``."""
+
+    def __init__(self) -> None:
+        self.procs: list[Proc] = []
+        self.broker_state: Path | None = None
+        self.broker_pid: int | None = None
+
+    def start(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> Proc:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as fh:
+            popen = subprocess.Popen(argv, env=dict(env), stdout=fh, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=REPO,
+                                     start_new_session=True)
+        proc = Proc(name, popen, log)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: Proc, grace: float = 20.0) -> int | None:
+        """SIGTERM the process group, then SIGKILL what is left; the exit code."""
+        p = proc.popen
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)  # the JVM and Python workers of `geops app`
+        p.wait()
+        if proc in self.procs:
+            self.procs.remove(proc)
+        return p.returncode
+
+    def start_broker(self, state: Path) -> str:
+        info, _ = broker.start(state, port=0)
+        self.broker_state, self.broker_pid = state, info.pid
+        return info.address
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.procs)):
+            with contextlib.suppress(Exception):
+                self.stop(proc)
+        if self.broker_state is not None:
+            with contextlib.suppress(Exception):
+                broker.stop(self.broker_state)
+            self.broker_state = self.broker_pid = None
+
+
+# -- configuration of one session ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AppOptions:
+    strategy: str = "sPIS"
+    join: str = "STAL"
+    workers: int = 2
+    partitions: int = 64
+    partitioner: str = "kdbtree"
+    trigger: str = "500ms"
+    master: str | None = None
+
+    def argv(self, checkpoint: Path) -> list[str]:
+        return [*GEOPS, "app", "--master", self.master or f"local[{self.workers}]",
+                "--workers", str(self.workers), "--strategy", self.strategy, "--join", self.join,
+                "--partitions", str(self.partitions), "--partitioner", self.partitioner,
+                "--trigger", self.trigger, "--checkpoint", str(checkpoint)]
+
+
+def session_env(base: Mapping[str, str], address: str, state: Path, prefix: str,
+                kafka_properties: Mapping[str, str]) -> dict[str, str]:
+    """Environment of every process of a session: its broker, state dir, topics and app id."""
+    env = {k: v for k, v in base.items()
+           if not (k.startswith("GEOPS_") and k not in ("GEOPS_CONFIG",))}
+    env.update({"GEOPS_BOOTSTRAP_SERVERS": address, "GEOPS_STATE_DIR": str(state),
+                "GEOPS_APP_ID": prefix, "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable})
+    defaults = config.load(environ={})
+    for t in TOPICS:
+        env[f"GEOPS_{t.upper()}_TOPIC"] = f"{prefix}.{defaults.topic(t)}"
+    for key, value in kafka_properties.items():
+        env["GEOPS_KAFKA_" + key.upper().replace(".", "_")] = value
+    return env
+
+
+def unique_prefix(label: str) -> str:
+    return f"bench-live-{label}-{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+# -- the publisher ---------------------------------------------------------------------------
+
+class Publisher:
+    """Writes publications at a steady offered rate, event_time = the time of sending.
+
+    The geometries of a pool cycle; ids are unique per offer (``id_base`` + sequence), so a
+    phase's Match records are told apart by id.
+    """
+
+    def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray):
+        self.topic = topic
+        self.header = codec().header("Publication")
+        self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(pool_geoms)]
+        self._producer = producer(client_conf, **{"linger.ms": 5,
+                                                  "queue.buffering.max.messages": 1_000_000})
+        self.failed = 0
+        self._next_base = 1
+
+    def _report(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+
+    def new_base(self) -> int:
+        base = self._next_base * 1_000_000_000
+        self._next_base += 1
+        return base
+
+    def offer(self, rate: float, seconds: float, id_base: int,
+              events: list[tuple[float, Callable[[], None]]] | None = None,
+              stop: threading.Event | None = None) -> Offer:
+        """Offer ``rate`` publications/s for ``seconds``; ``events`` run once at their offset
+        (seconds) without pausing the stream. Returns what was sent when."""
+        total = round(rate * seconds)
+        per_sec = np.zeros(int(np.ceil(seconds)) + 1, np.int64)
+        pending = sorted(events or [], key=lambda e: e[0])
+        produce, poll = self._producer.produce, self._producer.poll
+        geoms, header, topic, n_geoms = self.geoms, self.header, self.topic, len(self.geoms)
+        t0_ms = now_ms()
+        t0 = time.monotonic()
+        n = 0
+        while n < total:
+            el = time.monotonic() - t0
+            while pending and pending[0][0] <= el:
+                pending.pop(0)[1]()
+            due = min(total, int(el * rate) + 1)
+            ms = now_ms()
+            sec = min(int(el), len(per_sec) - 1)
+            while n < due:
+                pid = id_base + n
+                value = calc.publication_bytes(header, pid, geoms[n % n_geoms], ms)
+                try:
+                    produce(topic, value, str(pid).encode(), on_delivery=self._report)
+                except BufferError:
+                    poll(0.01)
+                    continue
+                n += 1
+                per_sec[sec] += 1
+            poll(0)
+            if stop is not None and stop.is_set():
+                break
+            wait = (n / rate) - (time.monotonic() - t0)
+            if wait > 0:
+                time.sleep(min(wait, 0.005))
+        t1_ms = now_ms()
+        for _, fn in pending:  # events past the end still run
+            fn()
+        self._producer.flush(60)
+        if self.failed:
+            raise BenchFailed(f"{self.failed} publications were not delivered")
+        return Offer(rate, seconds, id_base, n, t0_ms, t1_ms, per_sec)
+
+    def close(self) -> None:
+        """Flush, then drop the client (its threads stop once nothing refers to it)."""
+        with contextlib.suppress(Exception):
+            self._producer.flush(30)
+        self._producer = None
+
+
+@dataclass
+class Offer:
+    rate: float
+    seconds: float
+    id_base: int
+    sent: int
+    t0_ms: int
+    t1_ms: int
+    per_sec: np.ndarray
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.sent / max((self.t1_ms - self.t0_ms) / 1000, 1e-9)
+
+
+# -- the monitor -----------------------------------------------------------------------------
+
+@dataclass
+class Sample:
+    time_ms: int
+    lag: int | None
+    topic_end: int | None
+
+
+@dataclass
+class MonitorData:
+    samples: list[Sample] = field(default_factory=list)
+    batches: list[dict] = field(default_factory=list)
+    moves: list[dict] = field(default_factory=list)
+    commands: list[dict] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)
+
+
+class Monitor(threading.Thread):
+    """Follows the metrics and control topics of the app from their end as of now, and every
+    ``interval`` seconds samples the lag (publications topic end offsets minus the latest
+    BatchSummary.source_end_offsets); with ``memory`` set, calls it every ``memory_every`` s
+    and keeps the rows."""
+
+    def __init__(self, cfg: config.Config, app_id: str, interval: float = 1.0,
+                 memory: Callable[[], dict] | None = None, memory_every: float = 10.0):
+        super().__init__(daemon=True, name="bench-live-monitor")
+        self.cfg, self.app_id, self.interval = cfg, app_id, interval
+        self.memory, self.memory_every = memory, memory_every
+        self.data = MonitorData()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+        self.batch_end: dict[str, int] = {}
+        conf = cfg.kafka_client()
+        self.probe = EndOffsets(conf)
+        self.pubs = cfg.topic("publications")
+        follow = [cfg.topic("metrics"), cfg.topic("control")]
+        self.consumer = consumer(conf)
+        assign = []
+        for t in follow:
+            for p, end in self.probe(t).items():
+                assign.append(TopicPartition(t, p, end))
+        self.consumer.assign(assign)
+        self.ready = threading.Event()
+
+    def latest_lag(self) -> int | None:
+        with self.lock:
+            return self.data.samples[-1].lag if self.data.samples else None
+
+    def batches_with_records(self) -> int:
+        with self.lock:
+            return sum(1 for b in self.data.batches if b["records"])
+
+    def run(self) -> None:
+        dec = codec()
+        next_sample = time.monotonic()
+        next_memory = time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                for msg in self.consumer.consume(500, timeout=0.05):
+                    if msg.error() is not None or msg.value() is None:
+                        continue
+                    try:
+                        name, rec = dec.decode(msg.value())
+                    except DecodeError:
+                        continue
+                    if rec.get("app_id", self.app_id) not in (self.app_id, ""):
+                        continue
+                    with self.lock:
+                        if name == "BatchSummary":
+                            self.data.batches.append(rec)
+                            if rec.get("source_end_offsets"):
+                                self.batch_end = dict(rec["source_end_offsets"])
+                        elif name == "MoveReport":
+                            self.data.moves.append(rec)
+                        elif name == "RebalanceCommand":
+                            self.data.commands.append(rec)
+                now = time.monotonic()
+                if now >= next_sample:
+                    next_sample = now + self.interval
+                    try:
+                        ends = self.probe(self.pubs)
+                    except KafkaUnavailable:
+                        ends = None
+                    with self.lock:
+                        lag = (calc.lag(ends, self.batch_end)
+                               if ends is not None and self.batch_end else None)
+                        self.data.samples.append(Sample(
+                            now_ms(), lag, None if ends is None else sum(ends.values())))
+                    self.ready.set()
+                if self.memory is not None and now >= next_memory:
+                    next_memory = now + self.memory_every
+                    row = self.memory()
+                    with self.lock:
+                        self.data.memory.append(row)
+        except BaseException as exc:
+            self.error = exc
+            self.ready.set()
+        finally:
+            with contextlib.suppress(Exception):
+                self.consumer.close()
+            with contextlib.suppress(Exception):
+                self.probe.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.join(10)
+
+
+# -- one session: topics, subscriptions, app ------------------------------------------------
+
+class Session:
+    """Topics with a fresh prefix, the subscriptions loaded, the app (and optionally the
+    distributor) running, the monitor following them."""
+
+    def __init__(self, procs: Processes, address: str, workdir: Path, label: str,
+                 subscriptions: Any, app: AppOptions, kafka_properties: Mapping[str, str],
+                 log: Log, monitor_interval: float = 1.0,
+                 memory: bool = False, memory_every: float = 10.0):
+        self.procs, self.log, self.app_opts = procs, log, app
+        self.prefix = unique_prefix(label)
+        self.dir = workdir / self.prefix
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.env = session_env(os.environ, address, self.dir, self.prefix, kafka_properties)
+        self.cfg = config.load(environ=self.env)
+        self.app: Proc | None = None
+        self.distributor: Proc | None = None
+        create_topics(self.cfg)
+        produce_records(self.cfg.kafka_client(), self.cfg.topic("subscriptions"), "Subscription",
+                        subscription_records(subscriptions))
+        log(f"{self.prefix}: topics created, {len(subscriptions):,} subscriptions loaded")
+        self.monitor = Monitor(self.cfg, self.prefix, monitor_interval,
+                               self.memory_row if memory else None, memory_every)
+        self.monitor.start()
+
+    # processes
+    def start_app(self, timeout: float = 240.0) -> None:
+        self.app = self.procs.start("app", self.app_opts.argv(self.dir / "checkpoint"), self.env,
+                                    self.dir / "app.log")
+        self.log(f"app started (trigger {self.app_opts.trigger}, log {self.app.log}); "
+                 "waiting for its query")
+        self._wait_log(self.app, "streaming from", timeout)
+        self.log("the app's query runs")
+
+    def start_distributor(self, timeout: float = 60.0) -> None:
+        self.distributor = self.procs.start(
+            "distributor", [*GEOPS, "distributor", "--mode", "dynamic", "--metric", "LB"],
+            self.env, self.dir / "distributor.log")
+
+    def wait_distributor(self, timeout: float = 60.0) -> None:
+        assert self.distributor is not None
+        self._wait_log(self.distributor, "following", timeout)
+
+    def _wait_log(self, proc: Proc, needle: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.popen.poll() is not None:
+                raise BenchFailed(f"{proc.name} exited with {proc.popen.returncode} while "
+                                  f"starting; see {proc.log}")
+            with contextlib.suppress(OSError):
+                if needle in proc.log.read_text(errors="replace"):
+                    return
+            if time.monotonic() > deadline:
+                raise BenchFailed(f"{proc.name} did not start within {timeout:.0f} s; "
+                                  f"see {proc.log}")
+            time.sleep(0.5)
+
+    def check_alive(self) -> None:
+        for proc in (self.app, self.distributor):
+            if proc is not None and proc.popen.poll() is not None:
+                raise BenchFailed(f"{proc.name} exited with {proc.popen.returncode}; "
+                                  f"see {proc.log}")
+        if self.monitor.error is not None:
+            raise BenchFailed(f"monitor failed: {self.monitor.error!r}")
+
+    # waiting on the app
+    def warm_up(self, publisher: Publisher, rate: float, batches: int = 3,
+                timeout: float = 240.0) -> None:
+        """Offer ``rate`` in 2 s chunks until the app reported ``batches`` batches with
+        records (the first one carries Spark's warm-up), then drain."""
+        deadline = time.monotonic() + timeout
+        while self.monitor.batches_with_records() < batches:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise BenchFailed(f"the app reported no batch within {timeout:.0f} s of "
+                                  f"warm-up; see {self.app.log if self.app else '-'}")
+            publisher.offer(rate, 2.0, publisher.new_base())
+        self.drain()
+        self.log(f"warmed up ({self.monitor.batches_with_records()} batches)")
+
+    def drain(self, timeout: float = 300.0) -> float:
+        """Wait until the app processed everything written; the seconds it took."""
+        t0 = time.monotonic()
+        seen = len(self.monitor.data.samples)
+        while True:
+            self.check_alive()
+            with self.monitor.lock:
+                fresh = self.monitor.data.samples[seen:]
+            if fresh and fresh[-1].lag == 0:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                raise BenchFailed(f"the app did not catch up within {timeout:.0f} s (lag "
+                                  f"{fresh[-1].lag if fresh else '?'})")
+            time.sleep(0.25)
+
+    def samples_between(self, t0_ms: int, t1_ms: int) -> list[Sample]:
+        with self.monitor.lock:
+            return [s for s in self.monitor.data.samples if t0_ms <= s.time_ms <= t1_ms]
+
+    def batches_between(self, t0_ms: int, t1_ms: int) -> list[dict]:
+        with self.monitor.lock:
+            return [b for b in self.monitor.data.batches if t0_ms <= b["end_time"] <= t1_ms]
+
+    def matches_end(self) -> dict[int, int]:
+        probe = EndOffsets(self.cfg.kafka_client())
+        try:
+            return probe(self.cfg.topic("matches"))
+        finally:
+            probe.close()
+
+    def read_matches(self, start: Mapping[int, int], id_lo: int, id_hi: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(publication id, event time, Kafka timestamp) of the Match records from ``start``
+        whose publication id is in [id_lo, id_hi)."""
+        ids, ev, ts = [], [], []
+        for msg in read_to_end(self.cfg.kafka_client(), self.cfg.topic("matches"), start):
+            key = msg.key()
+            value = msg.value()
+            if key is None or value is None:
+                continue
+            try:
+                pid = int(key)
+            except ValueError:
+                continue
+            if not id_lo <= pid < id_hi:
+                continue
+            ids.append(pid)
+            ev.append(calc.match_event_time(value, HEADER_LEN))
+            ts.append(msg.timestamp()[1])
+        return (np.array(ids, np.int64), np.array(ev, np.int64), np.array(ts, np.int64))
+
+    # memory of every process
+    def memory_row(self) -> dict:
+        """RSS in MB per role: the app's JVM, its Python workers, its launcher, the broker,
+        the distributor."""
+        parents = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
+                    parents[pid] = ppid
+        roles: dict[str, int] = {}
+        trees = [(self.app, "app-launcher"), (self.distributor, "distributor")]
+        for proc, default in trees:
+            if proc is None or proc.popen.poll() is not None:
+                continue
+            for pid in calc.descendants(proc.popen.pid, parents):
+                with contextlib.suppress(OSError):
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                    kb = calc.rss_kb(Path(f"/proc/{pid}/status").read_text())
+                    r = calc.role(cmd.decode(errors="replace"), default)
+                    roles[r] = roles.get(r, 0) + kb
+        if self.procs.broker_pid is not None:
+            with contextlib.suppress(OSError):
+                roles["broker"] = calc.rss_kb(
+                    Path(f"/proc/{self.procs.broker_pid}/status").read_text())
+        sample = self.monitor.data.samples[-1] if self.monitor.data.samples else None
+        return {"time_ms": now_ms(), "lag": sample.lag if sample else None,
+                **{f"{k}_mb": round(v / 1024, 1) for k, v in sorted(roles.items())}}
+
+    def close(self, delete_topics: bool) -> None:
+        self.monitor.close()
+        for proc in (self.distributor, self.app):
+            if proc is not None:
+                code = self.procs.stop(proc)
+                self.log(f"{proc.name} stopped (exit code {code})")
+        if delete_topics:
+            with contextlib.suppress(Exception):
+                client = admin(self.cfg)
+                futures = client.delete_topics([self.cfg.topic(t) for t in TOPICS],
+                                               operation_timeout=30)
+                for f in futures.values():
+                    with contextlib.suppress(Exception):
+                        f.result()

@@ -1,0 +1,167 @@
+"""`geops bench live`: the app on a live stream, as a user runs it.
+
+Starts a broker (or uses --bootstrap-servers), creates topics with a unique prefix, generates a
+workload, loads the subscriptions and starts `geops app` as a subprocess; a producer in this
+process then offers publications at a steady rate with event time = time of sending.
+
+steady (default): find the maximum sustainable rate (the highest offered rate at which the
+  consumer lag stays bounded: offer each rate for --step, starting at --start-rate and doubling
+  until the lag at the end of a step exceeds --max-lag seconds of input or grew by more than
+  --max-growth seconds of input over the step's second half; then bisect --bisections times),
+  then offer --levels of it (default 50, 70, 90 %) for --duration each and report latency
+  (event time -> the Match record's Kafka timestamp) p50/p95/p99/max, lag and throughput;
+  --trigger-sweep restarts the app with each trigger interval and offers 70 % again.
+rebalance: a skewed stream (--skew of the items on --hot-workers of the workers); after the
+  search, 70 % of the rate sustained while skewed for --duration, the distributor (Table 1
+  defaults) starting a third of the way in; latency before, during and after its rebalance.
+--soak DURATION: 70 % with the distributor for DURATION; lag and the resident memory of every
+  process (app JVM, Python workers, broker, distributor) every 10 s; growth first vs last 20 %.
+
+Writes CSVs (raw latencies gzip-compressed), PNG plots and README.md to --out. Everything it
+starts is stopped at the end, also on Ctrl-C or a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+import config
+from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int
+from cli.progress import elapsed_log
+
+
+def register_live(benches: argparse._SubParsersAction) -> None:
+    p = benches.add_parser(
+        "live", help="max sustainable rate and latency on a live stream (also a rebalance "
+                     "scenario and a soak)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", choices=("steady", "rebalance"), default="steady",
+                   help="steady (default) or rebalance (skewed stream, distributor)")
+    p.add_argument("--soak", metavar="DURATION",
+                   help="run at 70%% with the distributor for DURATION (e.g. 30m) and record "
+                        "lag and memory every 10 s")
+    p.add_argument("--out", metavar="DIR",
+                   help="results directory (default docs/results/live, .../live/rebalance or "
+                        ".../live/soak)")
+    p.add_argument("--workdir", metavar="DIR",
+                   help="broker state, checkpoints and logs (default: a temporary directory, "
+                        "removed at the end)")
+    p.add_argument("--keep-workdir", action="store_true", help="keep the temporary work dir")
+    w = p.add_argument_group("workload")
+    w.add_argument("--subscriptions", type=positive_int, default=10_000, metavar="N",
+                   help="subscriptions (default 10,000)")
+    w.add_argument("--pool", type=positive_int, default=20_000, metavar="N",
+                   help="publication geometries generated and cycled (default 20,000)")
+    w.add_argument("--seed", type=int, default=5, help="workload seed (default 5)")
+    w.add_argument("--skew", type=float, default=0.9,
+                   help="rebalance scenario: share of stream items on the hot workers (0.9)")
+    w.add_argument("--hot-workers", type=positive_int, default=1, metavar="H",
+                   help="rebalance scenario: hot workers (default 1)")
+    a = p.add_argument_group("app")
+    a.add_argument("--strategy", choices=("sPS", "sPIS", "RIhPS", "RIsPS"), default="sPIS")
+    a.add_argument("--join", choices=("STAL", "STRL"), default="STAL")
+    a.add_argument("--workers", type=positive_int, default=2, metavar="W", help="(default 2)")
+    a.add_argument("--partitions", type=positive_int, default=64, metavar="P",
+                   help="static partitions (default 64)")
+    a.add_argument("--partitioner", choices=("kdbtree", "quadtree", "grid"), default="kdbtree")
+    a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
+    a.add_argument("--master", help="Spark master (default local[W])")
+    s = p.add_argument_group("search and phases")
+    s.add_argument("--step", default="20s", metavar="D", help="search step length (20s)")
+    s.add_argument("--start-rate", type=float, default=500.0, metavar="R",
+                   help="first rate tried, publications/s (500); also the warm-up rate")
+    s.add_argument("--bisections", type=int, default=3, metavar="K",
+                   help="bisection steps after the doubling (3)")
+    s.add_argument("--max-lag", type=float, default=5.0, metavar="S",
+                   help="sustainable: lag at the end of a step <= S seconds of input (5)")
+    s.add_argument("--max-growth", type=float, default=1.0, metavar="S",
+                   help="sustainable: lag growth over the second half <= S s of input (1)")
+    s.add_argument("--max-rate", type=float, metavar="R",
+                   help="skip the search: take R publications/s as the maximum")
+    s.add_argument("--levels", default="50,70,90", metavar="LIST",
+                   help="percentages of the maximum to offer (default 50,70,90)")
+    s.add_argument("--duration", default="60s", metavar="D",
+                   help="length of each level / of the rebalance phase (60s)")
+    s.add_argument("--trigger-sweep", default="", metavar="LIST",
+                   help="steady: also offer 70%% with each of these triggers, e.g. "
+                        "100ms,250ms,1s (the app restarts for each)")
+    config.add_arguments(p, ["kafka"])
+    p.set_defaults(func=_live)
+
+
+def _duration(text: str, flag: str) -> float:
+    try:
+        value = config.parse_duration(text)
+    except ValueError as exc:
+        raise CommandError(f"{flag}: {exc}", EXIT_USAGE) from None
+    if value <= 0:
+        raise CommandError(f"{flag} must be positive, got {text!r}", EXIT_USAGE)
+    return value
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def build_spec(args: argparse.Namespace):
+    from bench.live.harness import AppOptions
+    from bench.live.run import LiveSpec
+
+    try:
+        levels = tuple(float(x) / 100 for x in args.levels.split(",") if x.strip())
+    except ValueError:
+        raise CommandError(f"--levels: expected percentages, got {args.levels!r}",
+                           EXIT_USAGE) from None
+    if not levels or any(not 0 < v <= 2 for v in levels):
+        raise CommandError("--levels: each must be in (0, 200]", EXIT_USAGE)
+    sweep = tuple(x.strip() for x in args.trigger_sweep.split(",") if x.strip())
+    for t in (args.trigger, *sweep):
+        _duration(t, "--trigger")
+    if not 0.5 <= args.skew < 1:
+        raise CommandError("--skew must be in [0.5, 1)", EXIT_USAGE)
+    if args.hot_workers >= args.workers and args.scenario == "rebalance":
+        raise CommandError("--hot-workers must be fewer than --workers", EXIT_USAGE)
+    if args.start_rate <= 0 or (args.max_rate is not None and args.max_rate <= 0):
+        raise CommandError("rates must be positive", EXIT_USAGE)
+    soak = _duration(args.soak, "--soak") if args.soak else None
+    cfg = config.from_args(args, environ={k: v for k, v in __import__("os").environ.items()
+                                          if not k.startswith("GEOPS_")})
+    given = args.cfg__kafka__bootstrap_servers
+    kafka_props = dict(cfg.kafka_client())
+    kafka_props.pop("bootstrap.servers", None)
+    default_out = ("docs/results/live/soak" if soak else
+                   "docs/results/live/rebalance" if args.scenario == "rebalance"
+                   else "docs/results/live")
+    return LiveSpec(
+        out=Path(args.out or default_out), scenario=args.scenario, soak=soak,
+        subscriptions=args.subscriptions, pool=args.pool, seed=args.seed,
+        app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
+                       args.partitioner, args.trigger, args.master),
+        step_s=_duration(args.step, "--step"), start_rate=args.start_rate,
+        bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
+        max_growth_s=args.max_growth, max_rate=args.max_rate, levels=levels,
+        duration_s=_duration(args.duration, "--duration"), trigger_sweep=sweep,
+        skew=args.skew, hot_workers=args.hot_workers, bootstrap_servers=given or None,
+        kafka_properties={k: str(v) for k, v in kafka_props.items()},
+        workdir=Path(args.workdir) if args.workdir else None, keep_workdir=args.keep_workdir,
+        command=("geops", *sys.argv[sys.argv.index("bench"):]) if "bench" in sys.argv
+        else tuple(sys.argv))
+
+
+def _live(args: argparse.Namespace) -> int:
+    from bench.live.harness import BenchFailed
+    from bench.live.run import main
+
+    spec = build_spec(args)
+    log = elapsed_log("geops bench live")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        main(spec, log)
+    except BenchFailed as exc:
+        raise CommandError(str(exc), EXIT_FAILED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
