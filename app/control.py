@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from kafkaio.clients import consumer
 from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from schemas import DecodeError, codec
 from schemas.assignment import assignment_problem
 
@@ -68,10 +69,10 @@ class ControlChannel:
         log.log(level, "ignoring control record %s: %s", where, reason)
         return None
 
-    def recover(self) -> Command | None:
+    def recover(self, outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> Command | None:
         """The newest applicable command on the topic (after a restart), and start polling."""
         best: Command | None = None
-        for msg in read_to_end(self.conf, self.topic):
+        for msg in read_to_end(self.conf, self.topic, outage_limit=outage_limit):
             cmd = self.check(msg.value(), best.epoch if best else 0,
                              f"{msg.topic()}[{msg.partition()}]@{msg.offset()}")
             if cmd is not None:

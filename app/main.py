@@ -103,10 +103,11 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     app_id = cfg["app.app_id"]
     try:
         check_reachable(cfg)
-        subs, report = load_subscriptions(kafka_conf, cfg.topic("subscriptions"))
+        subs, report = load_subscriptions(kafka_conf, cfg.topic("subscriptions"),
+                                          cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
         log.error("%s", exc)
-        return EXIT_FAILED
+        return getattr(exc, "exit_code", EXIT_FAILED)
     if len(subs) == 0:
         log.error("no subscriptions on topic '%s' (%d records, %d tombstones, %d skipped); "
                   "load some with `geops subscribe`", cfg.topic("subscriptions"),
@@ -127,7 +128,12 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         log.warning("only %d static partitions for %d workers; keep P >= 4 W so the "
                     "distributor can balance", partitions, workers)
     control = ControlChannel(kafka_conf, topics.control, app_id, partitions, workers)
-    recovered = control.recover()
+    try:
+        recovered = control.recover(cfg["kafka.outage_limit"])
+    except KafkaUnavailable as exc:
+        log.error("%s", exc)
+        spark.stop()
+        return getattr(exc, "exit_code", EXIT_FAILED)
     if recovered is not None:
         epoch, assignment = recovered.epoch, list(recovered.assignment)
         log.info("recovered epoch %d from the control topic", epoch)

@@ -15,6 +15,7 @@ import shapely
 
 from geops.model import Relation, Subscriptions, geometry_problems
 from kafkaio.offsets import read_to_end
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from schemas import DecodeError, codec
 
 log = logging.getLogger("geops.app.subscriptions")
@@ -29,13 +30,14 @@ class LoadReport:
     skipped: int = 0
 
 
-def load_subscriptions(client_conf: Mapping[str, str], topic: str
+def load_subscriptions(client_conf: Mapping[str, str], topic: str,
+                       outage_limit: float = DEFAULT_OUTAGE_LIMIT,
                        ) -> tuple[Subscriptions, LoadReport]:
     """The live subscriptions of ``topic`` (read to its end as of now)."""
     c = codec()
     report = LoadReport()
     latest: dict[bytes, tuple[int, bytes, int] | None] = {}
-    for msg in read_to_end(client_conf, topic):
+    for msg in read_to_end(client_conf, topic, outage_limit=outage_limit):
         report.records += 1
         where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
         key = msg.key()

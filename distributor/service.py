@@ -39,6 +39,7 @@ from distributor.params import Params
 from distributor.policies import POLICIES
 from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
 from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender
 from schemas import DecodeError, codec
 
@@ -113,6 +114,7 @@ class Service:
         self.app_id: str = cfg["app.app_id"]
         self.period_s: float = cfg["distributor.period"]
         self.idle_s: float = cfg["distributor.stop_after_idle"]
+        self.outage_limit: float = cfg["kafka.outage_limit"]
         self.metrics_topic = cfg.topic("metrics")
         self.control_topic = cfg.topic("control")
         self.status_topic = cfg.topic("status")
@@ -135,7 +137,7 @@ class Service:
 
     def run(self, stop: threading.Event | None = None) -> int:
         """Serve until ``stop`` is set or the app is idle; 0 when stopped cleanly, 1 on Kafka
-        failure."""
+        failure, 4 when Kafka did not answer for the outage limit (it waits that long)."""
         stop = stop or threading.Event()
         try:
             check_reachable(self.conf, timeout=REACH_TIMEOUT_S)
@@ -150,7 +152,7 @@ class Service:
             log.error("%s", exc)
             return EXIT_FAILED
         metrics = consumer(self.conf)
-        sender = Sender(self.conf)
+        sender = Sender(self.conf, outage_limit=self.outage_limit)
         try:
             metrics.assign([TopicPartition(self.metrics_topic, p, end)
                             for p, end in sorted(ends.items())])
@@ -159,6 +161,9 @@ class Service:
             self.ready.set()
             self._loop(metrics, sender, stop)
             sender.close()
+        except KafkaOutage as exc:  # no answer for the outage limit: one line, exit code 4
+            log.error("%s", exc)
+            return exc.exit_code
         except KafkaUnavailable as exc:
             log.error("%s", exc)
             return EXIT_FAILED
@@ -180,7 +185,7 @@ class Service:
         """Restore the newest command for this app from the control topic, if there is one."""
         newest: dict[str, Any] | None = None
         bad = 0
-        for msg in read_to_end(self.conf, self.control_topic):
+        for msg in read_to_end(self.conf, self.control_topic, outage_limit=self.outage_limit):
             if msg.value() is None:
                 continue  # tombstone
             try:
