@@ -8,6 +8,7 @@ its matches are in Kafka: at-least-once, and a replayed batch writes the same re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
 from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
+from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import DataLoss, KafkaOutage
 from kafkaio.sender import Sender
 from schemas import codec
@@ -193,8 +195,14 @@ class BatchRunner:
                  "%.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
                  (time.perf_counter() - t0) * 1000)
 
-    def close(self) -> None:
-        self.sender.close()
+    def close(self, abandon: bool = False) -> None:
+        """Release the producer; ``abandon`` after a failed query: what is still queued belongs
+        to the failed batch, which Spark runs again from the checkpoint, so do not wait."""
+        if not abandon:
+            self.sender.close()
+            return
+        with contextlib.suppress(KafkaUnavailable):
+            self.sender.close(timeout=1.0)
 
     def _send_metric(self, name: str, record: dict[str, Any]) -> None:
         self.sender.send(self.topics.metrics, self.codec.encode(name, record),

@@ -195,7 +195,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
             code, message = explain_failure(str(query.exception()), checkpoint)
             log.error("%s", message)
     finally:
-        runner.close()
+        runner.close(abandon=code != EXIT_OK)
         control.close()
         static.close()
         log.info("stopped after %d batches, %d records", state.batches, state.records)
@@ -227,6 +227,9 @@ def explain_failure(text: str, checkpoint: str) -> tuple[int, str]:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # py4j logs every exception raised in foreachBatch with its traceback (and every callback
+    # at INFO); a failed query is reported by run() instead, once.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
     args = build_parser().parse_args(argv)
     try:
         cfg = config.from_args(args)
