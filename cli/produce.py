@@ -21,6 +21,7 @@ from cli.progress import Progress
 from geops.geojson import GeoJSONError, Rejected, read_publications, read_subscriptions
 from geops.model import Publications, Relation, Subscriptions
 from kafkaio.clients import KafkaUnavailable
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage
 from kafkaio.sender import Sender
 from schemas import codec
 
@@ -70,13 +71,14 @@ def subscription_records(subs: Subscriptions) -> list[dict]:
 
 def produce_records(client_conf: dict[str, str], topic: str, name: str,
                     records: list[dict], rate: float | None = None,
-                    progress: Progress | None = None) -> None:
+                    progress: Progress | None = None,
+                    outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> None:
     """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost.
 
     A publication whose event time is ``MISSING_TIME`` gets the time it is sent.
     """
     c = codec()
-    sender = Sender(client_conf, rate=rate)
+    sender = Sender(client_conf, rate=rate, outage_limit=outage_limit)
     for n, record in enumerate(records, 1):
         if record.get("event_time") == MISSING_TIME:
             record["event_time"] = int(time.time() * 1000)
@@ -114,7 +116,10 @@ def _produce(args: argparse.Namespace, cfg: config.Config, logical: str, name: s
     topic = args.topic or cfg.topic(logical)
     progress = Progress(len(records), logical)
     try:
-        produce_records(cfg.kafka_client(), topic, name, records, args.rate, progress)
+        produce_records(cfg.kafka_client(), topic, name, records, args.rate, progress,
+                        outage_limit=cfg["kafka.outage_limit"])
+    except KafkaOutage as exc:
+        raise CommandError(str(exc), exc.exit_code) from None
     except KafkaUnavailable as exc:
         raise CommandError(str(exc)) from None
     finally:
