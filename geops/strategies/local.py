@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geops.model import Subscriptions
+from geops.strategies.churn import LiveSubscriptions, apply_deltas
 from geops.strategies.matchers import PartitionMatcher, load_partition
 from geops.strategies.merge import merge
 from geops.strategies.strategy import Strategy
@@ -36,12 +38,27 @@ class LocalRunner:
             load_partition(strategy.name, strategy.partition_payload(pid))
             for pid in range(strategy.num_partitions)]
         self._disjoint = strategy.disjoint_ids()
+        self._live: LiveSubscriptions | None = None
+        self._applied = [0] * strategy.num_partitions
+        self._router_deltas: list = []
+
+    def apply(self, upserts: Subscriptions, deletes: np.ndarray) -> None:
+        """Subscriptions change: apply the change's deltas to the partitions and the router,
+        as the app's tasks do."""
+        if self._live is None:
+            self._live = LiveSubscriptions(self.strategy, self.strategy.subscriptions())
+        result = self._live.apply(upserts, deletes)
+        for pid, delta in result.partitions.items():
+            self._applied[pid] = apply_deltas(self.matchers[pid], [delta], self._applied[pid])
+        if result.router is not None:
+            self._router_deltas.append(result.router)
+        self._disjoint = self._live.disjoint_ids()
 
     def match(self, keys: np.ndarray, geoms: np.ndarray) -> BatchMatches:
         """Match a batch of publications (unique int64 ``keys``, shapely ``geoms``)."""
         keys = np.asarray(keys, np.int64)
         geoms = np.asarray(geoms, dtype=object)
-        routed = self.router.route(geoms)
+        routed = self.router.route(geoms, tuple(self._router_deltas))
         partials = []
         for pid, items in routed.by_partition():
             partials.append(self.matchers[pid].match(

@@ -18,7 +18,8 @@ from geops.index import GlobalIndex
 from geops.partitioning import SpatialPartitioner
 from geops.strategies.types import Routed
 
-_INDEXES: OrderedDict[str, GlobalIndex] = OrderedDict()
+# token -> [index, sequence number of the last router delta applied to it]
+_INDEXES: OrderedDict[str, list] = OrderedDict()
 _CACHED = 4  # routers whose index one process keeps (a new strategy, an old one in flight)
 
 
@@ -29,7 +30,8 @@ class SpatialRouter:
         self.partitioner = partitioner
         self.num_partitions = partitioner.num_partitions
 
-    def route(self, geoms: np.ndarray) -> Routed:
+    def route(self, geoms: np.ndarray, deltas: tuple = ()) -> Routed:
+        """``deltas``: subscription changes, which do not change where publications go."""
         pub_index, partition = self.partitioner.place(geoms)
         return Routed(pub_index, partition)
 
@@ -45,21 +47,27 @@ class CandidateRouter:
         self.num_partitions = num_partitions
         self.token = uuid.uuid4().hex
 
-    def index(self) -> GlobalIndex:
-        """This router's global index, built once per process."""
+    def index(self, deltas: tuple = ()) -> GlobalIndex:
+        """This router's global index, built once per process and brought up to date with
+        the subscription changes ``deltas`` (``churn.RouterDelta``, oldest first)."""
+        from geops.strategies.churn import apply_router_deltas
+
         found = _INDEXES.get(self.token)
         if found is None:
-            found = GlobalIndex(self.ids, self.bounds, self.partitions)
+            found = [GlobalIndex(self.ids, self.bounds, self.partitions), 0]
             _INDEXES[self.token] = found
             while len(_INDEXES) > _CACHED:
                 _INDEXES.popitem(last=False)
         else:
             _INDEXES.move_to_end(self.token)
-        return found
+        if deltas:
+            found[1] = apply_router_deltas(found[0], deltas, found[1])
+        return found[0]
 
-    def route(self, geoms: np.ndarray) -> Routed:
+    def route(self, geoms: np.ndarray, deltas: tuple = ()) -> Routed:
         """One item per (publication, partition holding ≥1 candidate), with its candidates."""
-        qidx, partition, ids = self.index().query(shapely.bounds(np.asarray(geoms, object)))
+        qidx, partition, ids = self.index(deltas).query(
+            shapely.bounds(np.asarray(geoms, object)))
         order = np.argsort(qidx * self.num_partitions + partition, kind="stable")
         qidx, partition, ids = qidx[order], partition[order], ids[order]
         starts = np.flatnonzero(np.r_[True, (qidx[1:] != qidx[:-1])

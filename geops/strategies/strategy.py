@@ -45,6 +45,10 @@ class Strategy:
         strategy's rule, e.g. to route subscriptions that arrive while running."""
         return _members(self.name, subs, self.partitioner, self.num_partitions)
 
+    def subscriptions(self) -> Subscriptions:
+        """The subscriptions the strategy was built from."""
+        return self._subs
+
     def router(self) -> Router:
         """The replicated part, shipped to every stream-side task."""
         return self._router

@@ -1,0 +1,232 @@
+"""Subscriptions that change while the stream runs, applied incrementally to a strategy.
+
+``LiveSubscriptions`` holds the live set of one strategy and turns each change (upserts by id,
+deletes by id) into what the partitions and the router need, nothing more:
+
+- per static partition a ``PartitionDelta`` (the subscriptions to insert, encoded like a
+  partition payload, and the ids to delete): a new subscription goes where the strategy's
+  placement rule puts it (``Strategy.place_subscriptions``: the partitioner's cells, which
+  cover the whole plane, or ``id mod P``); a changed one leaves the partitions it no longer
+  belongs to;
+- for RIhPS and RIsPS a ``RouterDelta`` for the replicated global index;
+- the DISJOINT ids and the partition sizes.
+
+Deltas carry a sequence number. A matcher records the last one it applied (``apply_deltas``),
+so a partition built from an older payload catches up, and a resident one skips what it has.
+``rebase`` folds the pending deltas into new payloads when they grow (the bytes that move or
+ship are then the partition again, not its history).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import shapely
+
+from geops.model import Relation, Subscriptions
+from geops.strategies import payload
+from geops.strategies.strategy import Strategy
+
+
+@dataclass(frozen=True)
+class PartitionDelta:
+    """Change ``seq`` of one static partition: subscriptions to upsert, ids to delete."""
+
+    seq: int
+    upserts: bytes | None          # payload.encode of the upserted subscriptions, or None
+    deletes: np.ndarray            # int64 ids
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.upserts or b"") + self.deletes.nbytes
+
+
+@dataclass(frozen=True)
+class RouterDelta:
+    """Change ``seq`` of the replicated (partition, id) index of RIhPS / RIsPS."""
+
+    seq: int
+    ids: np.ndarray                # upserted entries: ids, bounds (n, 4), partitions
+    bounds: np.ndarray
+    partitions: np.ndarray
+    deletes: np.ndarray            # ids whose entries go away (before the upserts)
+
+
+@dataclass
+class ChangeResult:
+    """What one change did: the deltas made, and how many subscriptions it added/removed."""
+
+    partitions: dict[int, PartitionDelta] = field(default_factory=dict)
+    router: RouterDelta | None = None
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+
+
+class LiveSubscriptions:
+    """The live subscriptions of a strategy, changed incrementally."""
+
+    def __init__(self, strategy: Strategy, subs: Subscriptions):
+        self.strategy = strategy
+        self.seq = 0
+        self._geoms: dict[int, object] = dict(zip(subs.ids.tolist(), subs.geoms, strict=True))
+        self._relations: dict[int, int] = dict(zip(subs.ids.tolist(),
+                                                   subs.relations.tolist(), strict=True))
+        index, pids = strategy.place_subscriptions(subs)
+        self._places: dict[int, tuple[int, ...]] = {}
+        ids = subs.ids[index].tolist()
+        for sid, pid in zip(ids, pids.tolist(), strict=True):
+            self._places[sid] = (*self._places.get(sid, ()), pid)
+        self._sizes = np.bincount(pids, minlength=strategy.num_partitions).astype(np.int64)
+        self._disjoint = set(subs.ids[subs.relations == Relation.DISJOINT].tolist())
+        self.pending: dict[int, list[PartitionDelta]] = {}
+        self.router_pending: list[RouterDelta] = []
+
+    def __len__(self) -> int:
+        return len(self._geoms)
+
+    @property
+    def has_router_index(self) -> bool:
+        return self.strategy.name in ("RIhPS", "RIsPS")
+
+    def disjoint_ids(self) -> np.ndarray:
+        """Sorted ids of the live DISJOINT subscriptions."""
+        return np.array(sorted(self._disjoint), np.int64)
+
+    def partition_sizes(self) -> np.ndarray:
+        """Live subscriptions per partition (replicas count in each)."""
+        return self._sizes.copy()
+
+    def subscriptions(self) -> Subscriptions:
+        """The live set, sorted by id."""
+        ids = np.array(sorted(self._geoms), np.int64)
+        return Subscriptions(ids, np.array([self._geoms[i] for i in ids.tolist()], object),
+                             np.array([self._relations[i] for i in ids.tolist()], np.int8))
+
+    def partition_subscriptions(self, pid: int) -> Subscriptions:
+        """The live subscriptions of partition ``pid``, sorted by id."""
+        ids = sorted(i for i, places in self._places.items() if pid in places)
+        return Subscriptions(np.array(ids, np.int64),
+                             np.array([self._geoms[i] for i in ids], object),
+                             np.array([self._relations[i] for i in ids], np.int8))
+
+    def apply(self, upserts: Subscriptions, deletes: np.ndarray) -> ChangeResult:
+        """Apply one change: ``deletes`` (ids; unknown ones are ignored), then ``upserts``
+        (a known id is replaced). An id in both ends up upserted."""
+        upserts = _last_per_id(upserts)
+        deletes = np.setdiff1d(np.asarray(deletes, np.int64), upserts.ids)
+        self.seq += 1
+        out = ChangeResult()
+        gone: dict[int, list[int]] = {}
+        router_gone = []
+        for sid in deletes.tolist():
+            places = self._places.pop(sid, None)
+            if places is None:
+                continue
+            out.removed += 1
+            router_gone.append(sid)
+            for pid in places:
+                gone.setdefault(pid, []).append(sid)
+                self._sizes[pid] -= 1
+            del self._geoms[sid], self._relations[sid]
+            self._disjoint.discard(sid)
+        index, pids = self.strategy.place_subscriptions(upserts)
+        new_places: dict[int, tuple[int, ...]] = {}
+        for sid, pid in zip(upserts.ids[index].tolist(), pids.tolist(), strict=True):
+            new_places[sid] = (*new_places.get(sid, ()), pid)
+        added: dict[int, list[int]] = {}
+        for row, sid in enumerate(upserts.ids.tolist()):
+            old = self._places.get(sid)
+            places = new_places.get(sid, ())
+            if old is None:
+                out.added += 1
+            else:
+                out.updated += 1
+                router_gone.append(sid)
+                for pid in set(old) - set(places):
+                    gone.setdefault(pid, []).append(sid)
+                for pid in old:
+                    self._sizes[pid] -= 1
+            for pid in places:
+                added.setdefault(pid, []).append(row)
+                self._sizes[pid] += 1
+            self._places[sid] = places
+            self._geoms[sid] = upserts.geoms[row]
+            self._relations[sid] = int(upserts.relations[row])
+            if upserts.relations[row] == Relation.DISJOINT:
+                self._disjoint.add(sid)
+            else:
+                self._disjoint.discard(sid)
+        for pid in sorted(set(gone) | set(added)):
+            rows = np.array(added.get(pid, []), np.int64)
+            delta = PartitionDelta(
+                self.seq, payload.encode(upserts.take(rows)) if len(rows) else None,
+                np.array(sorted(gone.get(pid, [])), np.int64))
+            out.partitions[pid] = delta
+            self.pending.setdefault(pid, []).append(delta)
+        if self.has_router_index and (len(index) or router_gone):
+            out.router = RouterDelta(self.seq, upserts.ids[index],
+                                     shapely.bounds(upserts.geoms[index]), pids.astype(np.int32),
+                                     np.array(sorted(set(router_gone)), np.int64))
+            self.router_pending.append(out.router)
+        return out
+
+    def pending_bytes(self) -> int:
+        return sum(d.nbytes for deltas in self.pending.values() for d in deltas)
+
+    def rebase(self) -> dict[int, bytes]:
+        """New payloads of every partition with pending deltas (which are then dropped)."""
+        cells = (None if self.strategy.partitioner is None
+                 else self.strategy.partitioner.cells)
+        out = {}
+        for pid in sorted(self.pending):
+            cell = payload.WHOLE_PLANE if cells is None else cells[pid]
+            out[pid] = payload.encode(self.partition_subscriptions(pid), cell)
+        self.pending.clear()
+        return out
+
+    def payload(self, pid: int) -> bytes:
+        """Partition ``pid``'s payload as of now (all changes included)."""
+        cell = (payload.WHOLE_PLANE if self.strategy.partitioner is None
+                else self.strategy.partitioner.cells[pid])
+        return payload.encode(self.partition_subscriptions(pid), cell)
+
+
+def apply_deltas(matcher, deltas: tuple[PartitionDelta, ...] | list[PartitionDelta],
+                 applied: int) -> int:
+    """Bring a partition matcher from change ``applied`` up to the newest of ``deltas``;
+    returns the sequence number it is now at."""
+    for delta in deltas:
+        if delta.seq <= applied:
+            continue
+        if len(delta.deletes):
+            matcher.delete(delta.deletes)
+        if delta.upserts is not None:
+            subs, _ = payload.decode(delta.upserts)
+            matcher.insert(subs)
+        applied = delta.seq
+    return applied
+
+
+def apply_router_deltas(index, deltas: tuple[RouterDelta, ...] | list[RouterDelta],
+                        applied: int) -> int:
+    """Bring a replicated global index from change ``applied`` up to the newest delta."""
+    for delta in deltas:
+        if delta.seq <= applied:
+            continue
+        if len(delta.deletes):
+            index.delete(delta.deletes)
+        if len(delta.ids):
+            index.insert(delta.ids, delta.bounds, delta.partitions)
+        applied = delta.seq
+    return applied
+
+
+def _last_per_id(subs: Subscriptions) -> Subscriptions:
+    """One row per id, the last one given (a later record of an id wins)."""
+    if len(subs) == 0:
+        return subs
+    _, last = np.unique(subs.ids[::-1], return_index=True)
+    keep = np.sort(len(subs) - 1 - last)
+    return subs.take(keep)
