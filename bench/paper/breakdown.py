@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from bench.paper.figures import Row, is_plan_run, pipeline_order
+from bench.paper.rows import Row, is_plan_run, pipeline_order
 
 STATIC, DYNAMIC = "Static STAL", "Dynamic LB STAL"
 

@@ -20,7 +20,8 @@ from typing import Any
 from bench.paper import simulate
 from bench.paper.breakdown import DYNAMIC as LB
 from bench.paper.breakdown import STATIC, gain_breakdown
-from bench.paper.figures import (
+from bench.paper.plan import AB_LABEL, BALANCED, FIRST_PERIODS, MIN_STREAM_S, full_plan
+from bench.paper.rows import (
     Row,
     fig8_rows,
     mode_order,
@@ -30,7 +31,6 @@ from bench.paper.figures import (
     point_table,
     read_rows,
 )
-from bench.paper.plan import AB_LABEL, BALANCED, FIRST_PERIODS, MIN_STREAM_S, full_plan
 
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
 GAIN_REQUIRED = 1.4     # Dynamic LB STAL / Static STAL at the highest skew

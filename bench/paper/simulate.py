@@ -59,26 +59,26 @@ Assumptions (printed verbatim in the report):
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.paper.figures import (
+from bench.paper.plan import MODES
+from bench.paper.rows import (
     Row,
     is_plan_run,
+    iter_rows,
     mode_order,
     pipeline_order,
     read_rows,
     write_csv,
 )
-from bench.paper.plan import MODES
 from distributor import Engine, Params, make_policy
 from geops.strategies import build_strategy
 from geops.workload import ParameterError, SkewSpec, Workload, generate_workload
@@ -239,21 +239,6 @@ def _report(engine: Engine, batch: int, epoch: int, assignment: np.ndarray, item
 # -- the cost model, from the physical runs -------------------------------------------------
 
 
-def _loads_rows(path: Path, wanted: set[str]) -> Iterable[dict[str, str]]:
-    """Rows of loads.csv whose run is in ``wanted`` (streamed: the file can be large)."""
-    if not path.exists():
-        return
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            return
-        col = header.index("run_id")
-        for values in reader:
-            if values[col] in wanted:
-                yield dict(zip(header, values, strict=True))
-
-
 def _per_partition(sums: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
     """sums / counts per partition; the overall ratio where a count is 0; None if all are."""
     total = counts.sum()
@@ -284,7 +269,7 @@ def cost_models(results_dir: Path, log: Log = print) -> list[CostModel]:
     builds: dict[tuple, list[np.ndarray]] = {
         k: [np.zeros(int(c["partitions"])), np.zeros(int(c["partitions"]))]
         for c in cost_runs for k in [key_of[c["run_id"]]]}
-    for row in _loads_rows(results_dir / "loads.csv", set(siblings)):
+    for row in iter_rows(results_dir / "loads.csv", set(siblings)):
         run = siblings[row["run_id"]]
         p = int(row["partition"])
         if row["run_id"] in items:
@@ -396,7 +381,7 @@ def model_check(results_dir: Path, models: list[CostModel]) -> list[dict[str, An
         if is_plan_run(r) and key in by_key:
             runs[r["run_id"]] = (r, by_key[key])
     work: dict[tuple[str, int], dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for row in _loads_rows(results_dir / "loads.csv", set(runs)):
+    for row in iter_rows(results_dir / "loads.csv", set(runs)):
         model = runs[row["run_id"]][1]
         p = int(row["partition"])
         ns = int(row["items"]) * model.ns_per_item[p]

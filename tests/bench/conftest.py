@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper.figures import write_csv
 from bench.paper.plan import MODES
+from bench.paper.rows import write_csv
 
 PIPELINES = ("sPS", "sPIS")
 SKEWS = (0.5, 0.7, 0.9)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 
 from bench.paper import figures
-from bench.paper.figures import read_rows, write_csv
+from bench.paper.rows import read_rows, write_csv
 
 NAMES = ("fig4_throughput", "fig5_latency", "fig6_throughput_time_sps", "fig7_mldc_time",
          "fig8_redistribution", "fig9_simulation")
@@ -85,11 +84,3 @@ def test_an_empty_directory_draws_nothing(tmp_path: Path) -> None:
     assert figures.make_all(tmp_path, log=notes.append) == []
     assert len(notes) == len(NAMES)
 
-
-def test_point_table_ignores_empty_cells() -> None:
-    rows = [{"pipeline": "sPS", "mode": "Static STAL", "skew": "0.5", "x": v}
-            for v in ("1", "", "3")]
-    (point,) = figures.point_table(rows, ["x"])
-    assert (point["n"], point["x_mean"], point["x_min"], point["x_max"]) == (3, 2.0, 1.0, 3.0)
-    (empty,) = figures.point_table(rows[1:2], ["x"])
-    assert math.isnan(empty["x_mean"])

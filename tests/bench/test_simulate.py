@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bench.paper import simulate
-from bench.paper.figures import fig9_simulation, read_rows, write_csv
+from bench.paper.figures import fig9_simulation
+from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from distributor import GreedyPolicy, Params
 from geops.strategies import build_strategy

@@ -1,0 +1,62 @@
+"""Reading the results tables: plain, gzipped, or both (a resumed compressed directory)."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import shutil
+from pathlib import Path
+
+from bench.paper import rows
+from bench.paper.rows import iter_rows, read_rows, write_csv
+
+RUNS = [{"run_id": f"r{i}", "repeat": i, "x": i * 1.5} for i in range(3)]
+
+
+def _gzip(path: Path) -> Path:
+    """``path`` compressed beside itself, the plain file removed (as docs/results stores it)."""
+    packed = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    return packed
+
+
+def test_a_gzipped_table_reads_as_the_plain_one(tmp_path: Path) -> None:
+    path = tmp_path / "loads.csv"
+    write_csv(path, RUNS)
+    plain = read_rows(path)
+    _gzip(path)
+    assert read_rows(path) == plain == [{"run_id": f"r{i}", "repeat": str(i),
+                                         "x": str(i * 1.5)} for i in range(3)]
+    assert rows.stored(path) == [tmp_path / "loads.csv.gz"]
+
+
+def test_rows_appended_after_compression_follow_the_stored_ones(tmp_path: Path) -> None:
+    path = tmp_path / "loads.csv"
+    write_csv(path, RUNS[:2])
+    _gzip(path)
+    write_csv(path, RUNS[2:])   # the harness appends new runs to a plain loads.csv
+    assert [r["run_id"] for r in read_rows(path)] == ["r0", "r1", "r2"]
+
+
+def test_rows_of_some_runs_only(tmp_path: Path) -> None:
+    path = tmp_path / "loads.csv"
+    write_csv(path, RUNS)
+    _gzip(path)
+    assert [r["run_id"] for r in iter_rows(path, {"r0", "r2"})] == ["r0", "r2"]
+
+
+def test_a_missing_or_empty_table_has_no_rows(tmp_path: Path) -> None:
+    assert read_rows(tmp_path / "runs.csv") == []
+    write_csv(tmp_path / "empty.csv", [])
+    assert read_rows(tmp_path / "empty.csv") == []
+
+
+def test_point_table_ignores_empty_cells() -> None:
+    table = [{"pipeline": "sPS", "mode": "Static STAL", "skew": "0.5", "x": v}
+             for v in ("1", "", "3")]
+    (point,) = rows.point_table(table, ["x"])
+    assert (point["n"], point["x_mean"], point["x_min"], point["x_max"]) == (3, 2.0, 1.0, 3.0)
+    (empty,) = rows.point_table(table[1:2], ["x"])
+    assert math.isnan(empty["x_mean"])
