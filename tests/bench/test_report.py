@@ -1,4 +1,4 @@
-"""The report: targets and claims computed from the CSVs, and the README's sections."""
+"""The report: targets and claims computed from the CSVs (verdicts), and the README's sections."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper import report
+from bench.paper import report, verdicts
 from bench.paper.figures import make_all
 
 
@@ -41,7 +41,7 @@ def _target(rows: list[dict], target: str, pipeline: str, comparison: str = "") 
 
 
 def test_targets_are_ratios_of_repeat_means() -> None:
-    rows = report.targets(KNOWN)
+    rows = verdicts.targets(KNOWN)
     gain = _target(rows, "gain at the highest skew", "sPS")
     assert (gain["skew"], gain["ratio"], gain["n"], gain["met"]) == (0.9, pytest.approx(1.5),
                                                                       2, True)
@@ -51,7 +51,7 @@ def test_targets_are_ratios_of_repeat_means() -> None:
 
 def test_targets_compare_only_the_repeats_both_points_have() -> None:
     """Repeat 1 exists at 0.9 only: it must not tilt a ratio against a one-repeat point."""
-    rows = report.targets(KNOWN)
+    rows = verdicts.targets(KNOWN)
     kept = _target(rows, "kept at the highest skew", "sPS")
     assert (kept["ratio"], kept["n"], kept["met"]) == (pytest.approx(1400 / 1600), 1, False)
     lb_db = _target(rows, "LB >= DB at skew >= 0.7", "sPS")
@@ -61,38 +61,39 @@ def test_targets_compare_only_the_repeats_both_points_have() -> None:
 def test_kept_has_no_verdict_without_a_common_repeat() -> None:
     runs = _runs({("sPS", "Dynamic LB STAL", 0.5): (1000.0,)})
     runs += [{**r, "repeat": "1", "skew": "0.9", "run_id": r["run_id"] + "x"} for r in runs]
-    kept = _target(report.targets(runs), "kept at the highest skew", "sPS")
+    kept = _target(verdicts.targets(runs), "kept at the highest skew", "sPS")
     assert (kept["ratio"], kept["n"], kept["met"]) == (None, 0, None)
     assert kept["note"] == "no repeat run at both skews"
 
 
 def test_a_pipeline_run_only_balanced_has_no_verdict() -> None:
-    rows = report.targets(KNOWN)
+    rows = verdicts.targets(KNOWN)
     gain = _target(rows, "gain at the highest skew", "RIhPS")
     assert gain["ratio"] == pytest.approx(820 / 800)
     assert gain["met"] is None and "balanced" in gain["note"]
 
 
 def test_missed_targets_say_by_how_much() -> None:
-    lines = "\n".join(report._target_lines(report.targets(KNOWN)))
+    lines = "\n".join(report._target_lines(verdicts.targets(KNOWN)))
     assert "**missed** by 12%" in lines   # LB/DB 0.875 (repeat 0) against 1.0
     assert "n/a (only the balanced skew was run)" in lines
-    close = report._target_lines([report._ratio_row("t", "sPS", 0.9, "a / b", (0.998, 2), 1.0)])
+    close = report._target_lines([verdicts._ratio_row("t", "sPS", 0.9, "a / b", (0.998, 2),
+                                                      1.0)])
     assert "| 1.00 | 2 | >= 1.0 | **missed** by 0.2% |" in close[-2]
 
 
 def test_claims_on_known_numbers() -> None:
-    verdicts = {c["claim"]: c for c in report.claims(KNOWN, [], [])}
-    best = verdicts["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
+    found = {c["claim"]: c for c in verdicts.claims(KNOWN, [], [])}
+    best = found["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
     # sPS 0.5 and RIhPS 0.5 yes; sPS 0.9: DB STAL (1600) beats LB STAL (1500)
     assert best["verdict"] == "partly"
     assert "best at 2 of 3" in best["finding"] and "sPS 0.9: Dynamic DB STAL" in best["finding"]
-    assert verdicts["LB beats DB (throughput)"]["verdict"] == "does not hold"
-    assert verdicts["STAL beats STRL (throughput)"]["verdict"] == "holds"
-    grows = verdicts["Its gain over Static STAL grows with the skew"]
+    assert found["LB beats DB (throughput)"]["verdict"] == "does not hold"
+    assert found["STAL beats STRL (throughput)"]["verdict"] == "holds"
+    grows = found["Its gain over Static STAL grows with the skew"]
     assert grows["verdict"] == "does not hold"   # 1.6 at 0.5, 1.5 at 0.9
     assert "sPS 0.5: 1.60, 0.9: 1.50" in grows["finding"]
-    assert verdicts["Redistribution time grows with the static data size"]["verdict"] == (
+    assert found["Redistribution time grows with the static data size"]["verdict"] == (
         "no data")
 
 
@@ -106,20 +107,31 @@ def test_claims_compare_only_the_repeats_the_compared_points_have() -> None:
         ("sPS", "Dynamic DB STAL", 0.9): (1400.0, 5000.0),
         ("sPS", "Static STRL", 0.9): (900.0, 20.0),
     })
-    verdicts = {c["claim"]: c for c in report.claims(runs, [], [])}
-    best = verdicts["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
+    found = {c["claim"]: c for c in verdicts.claims(runs, [], [])}
+    best = found["Dynamic LB STAL has the highest throughput (every pipeline, skew)"]
     assert best["verdict"] == "holds" and "best at 2 of 2" in best["finding"]
-    assert verdicts["LB beats DB (throughput)"]["verdict"] == "holds"
-    stal = verdicts["STAL beats STRL (throughput)"]
+    assert found["LB beats DB (throughput)"]["verdict"] == "holds"
+    stal = found["STAL beats STRL (throughput)"]
     assert stal["verdict"] == "holds" and "higher at 1 of 1" in stal["finding"]
-    grows = verdicts["Its gain over Static STAL grows with the skew"]
+    grows = found["Its gain over Static STAL grows with the skew"]
     assert grows["verdict"] == "holds" and "sPS 0.5: 1.10, 0.9: 1.50" in grows["finding"]
 
+
+def test_simulation_claims_on_known_numbers() -> None:
+    """The simulated runs are judged by the same rules (simulation.csv has the same columns)."""
+    found = {c["claim"]: c for c in verdicts.simulation_claims(KNOWN)}
+    assert found["Dynamic LB STAL has the highest throughput"]["finding"].startswith(
+        "best at 2 of 3; elsewhere sPS 0.9: Dynamic DB STAL")
+    assert found["Its gain over Static STAL grows with the skew"]["finding"] == (
+        "sPS 0.5: 1.60, 0.9: 1.50")
+    assert found["LB beats DB"]["verdict"] == "does not hold"
+    assert found["STAL beats STRL"] == {"claim": "STAL beats STRL", "finding": "higher at 1 of 1",
+                                        "verdict": "holds"}
 
 def test_a_missed_pair_names_its_repeats() -> None:
     runs = _runs({("sPS", "Static STAL", 0.9): (900.0, 1000.0),
                   ("sPS", "Static STRL", 0.9): (1000.0, 1100.0)})
-    stal = next(c for c in report.claims(runs, [], []) if c["claim"].startswith("STAL"))
+    stal = next(c for c in verdicts.claims(runs, [], []) if c["claim"].startswith("STAL"))
     assert stal["finding"].endswith("sPS 0.9: Static STAL 950 vs Static STRL 1,050 (n=2)")
 
 
@@ -136,27 +148,27 @@ def test_rebalance_runs_are_classified_from_status() -> None:
     status = (_status("a", [None, 0.9, 0.3, 0.2], 1) + _status("b", [0.9, 0.3, 0.6], 0)
               + _status("c", [0.9, 0.8, 0.2], 0) + _status("d", [0.2, 0.3], None)
               + _status("e", [0.7, 0.8], None))
-    reb = report.rebalance_runs(runs, status)
+    reb = verdicts.rebalance_runs(runs, status)
     assert {r["run_id"]: r["first_rebalance_period"] for r in reb} == {
         "a": 1, "b": 0, "c": 0, "d": None, "e": None}
     kinds = {r["run_id"]: r["kind"] for r in reb}
     assert kinds == {"a": "one rebalance, then under", "b": "one rebalance, then over at times",
                      "c": "several rebalances", "d": "no rebalance needed",
                      "e": "no rebalance, MLDC went over"}
-    claim = next(c for c in report.claims(runs, status, []) if c["claim"].startswith("One"))
+    claim = next(c for c in verdicts.claims(runs, status, []) if c["claim"].startswith("One"))
     assert claim["verdict"] == "partly" and "1 of 4" in claim["finding"]
 
 
 def test_streaming_names_the_runs_under_the_minimum() -> None:
     runs = [{"run_id": f"r{i}", "first_start_ms": "1000", "last_end_ms": str(1000 + ms)}
             for i, ms in enumerate((61_000, 75_500, 130_000))]
-    assert report.streaming(runs) == (
+    assert verdicts.streaming(runs) == (
         "The runs streamed 61–130 s each (median 76 s, first batch start to last batch end); "
         "every one at least the 60 s the full plan asks for.")
     runs[1]["last_end_ms"] = "42000"
-    assert report.streaming(runs).endswith(
+    assert verdicts.streaming(runs).endswith(
         "1 under the 60 s the full plan asks for: r1 (41 s).")
-    assert report.streaming([]) == ""
+    assert verdicts.streaming([]) == ""
 
 
 def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None:
@@ -225,9 +237,10 @@ def test_coverage_names_what_the_full_plan_still_lacks() -> None:
     from bench.paper.plan import full_plan
 
     repeat0 = [{"run_id": s.run_id} for s in full_plan(1) if s.skew != 0.6]
-    text = report.coverage(repeat0)
+    text = verdicts.coverage(repeat0)
     assert text.startswith("Of the full plan's 288 runs, 78 are recorded")
     assert "repeat 0: skew 0.6 (18 runs); repeat 1: all 96 runs; repeat 2: all 96 runs" in text
     everything = [{"run_id": s.run_id} for s in full_plan()]
-    assert report.coverage(everything) == "Of the full plan's 288 runs, 288 are recorded."
-    assert report.coverage(everything[1:]).endswith("still to run: repeat 0: skew 0.5 (1 run).")
+    assert verdicts.coverage(everything) == "Of the full plan's 288 runs, 288 are recorded."
+    assert verdicts.coverage(everything[1:]).endswith(
+        "still to run: repeat 0: skew 0.5 (1 run).")
