@@ -248,35 +248,39 @@ def rebalance_runs(runs: Iterable[Row], status: Iterable[Row]) -> list[dict[str,
     return out
 
 
+def _best_claim(claim: str, values: Repeats, higher: bool, word: str, points: str,
+                elsewhere: str) -> dict[str, str]:
+    """The claim that Dynamic LB STAL is the best mode, with how often it is and where not."""
+    verdict, good, total, others = _best(values, higher)
+    return {"claim": claim, "finding": f"{word} at {good} of {total}{points}"
+            + (f"; {elsewhere}{'; '.join(others)}" if others else ""), "verdict": verdict}
+
+
+def _pairs_claim(claim: str, values: Repeats, pairs: Sequence[tuple[str, str]],
+                 points: str) -> dict[str, str]:
+    """The claim that the first mode of each pair beats the second, and where it does not."""
+    verdict, good, total, misses = _pairs(values, pairs)
+    return {"claim": claim, "finding": f"higher at {good} of {total}{points}"
+            + (f"; not at {'; '.join(misses)}" if misses else ""), "verdict": verdict}
+
+
 def claims(runs: Sequence[Row], status: Sequence[Row], moves: Sequence[Row]
            ) -> list[dict[str, str]]:
     """Each claim of the paper, what our runs show, and a verdict computed from them."""
     thr = _per_repeat(runs, "throughput")
-    lat = _per_repeat(runs, "latency_mean_ms")
-    out = []
-    verdict, good, total, others = _best(thr, higher=True)
-    out.append({"claim": "Dynamic LB STAL has the highest throughput (every pipeline, skew)",
-                "finding": f"best at {good} of {total} (pipeline, skew) points"
-                + (f"; elsewhere the best is {'; '.join(others)}" if others else ""),
-                "verdict": verdict})
-    verdict, good, total, others = _best(lat, higher=False)
-    out.append({"claim": "Dynamic LB STAL has the lowest mean latency (paper: except RIsPS at "
-                         "its lowest skew)",
-                "finding": f"lowest at {good} of {total} points"
-                + (f"; elsewhere the lowest is {'; '.join(others)}" if others else ""),
-                "verdict": verdict})
+    out = [_best_claim("Dynamic LB STAL has the highest throughput (every pipeline, skew)", thr,
+                       True, "best", " (pipeline, skew) points", "elsewhere the best is "),
+           _best_claim("Dynamic LB STAL has the lowest mean latency (paper: except RIsPS at its "
+                       "lowest skew)", _per_repeat(runs, "latency_mean_ms"), False, "lowest",
+                       " points", "elsewhere the lowest is ")]
     verdict, lines = _gain_growth(thr)
     out.append({"claim": "Its gain over Static STAL grows with the skew",
                 "finding": "Dynamic LB STAL / Static STAL by skew: " + "; ".join(lines)
                 if lines else "fewer than two skews with both modes",
                 "verdict": verdict})
-    for claim, pairs in (("LB beats DB (throughput)", LB_DB_PAIRS),
-                         ("STAL beats STRL (throughput)", STAL_STRL_PAIRS)):
-        verdict, good, total, misses = _pairs(thr, pairs)
-        out.append({"claim": claim,
-                    "finding": f"higher at {good} of {total} comparable points"
-                    + (f"; not at {'; '.join(misses)}" if misses else ""),
-                    "verdict": verdict})
+    out += [_pairs_claim("LB beats DB (throughput)", thr, LB_DB_PAIRS, " comparable points"),
+            _pairs_claim("STAL beats STRL (throughput)", thr, STAL_STRL_PAIRS,
+                         " comparable points")]
     reb = rebalance_runs(runs, status)
     needing = [r for r in reb if r["kind"] not in ("no rebalance needed", "no status")]
     ok = sum(r["kind"] == "one rebalance, then under" for r in needing)
@@ -303,20 +307,13 @@ def claims(runs: Sequence[Row], status: Sequence[Row], moves: Sequence[Row]
 def simulation_claims(sims: Sequence[Row]) -> list[dict[str, str]]:
     """The paper's throughput claims, judged on the simulated runs (``simulation.csv``)."""
     thr = _per_repeat(sims, "throughput")
-    out = []
-    verdict, good, total, others = _best(thr, higher=True)
-    out.append({"claim": "Dynamic LB STAL has the highest throughput",
-                "finding": f"best at {good} of {total}"
-                + (f"; elsewhere {'; '.join(others)}" if others else ""),
-                "verdict": verdict})
     verdict, growth = _gain_growth(thr)
-    out.append({"claim": "Its gain over Static STAL grows with the skew",
-                "finding": "; ".join(growth) or "–", "verdict": verdict})
-    for claim, pairs in (("LB beats DB", LB_DB_PAIRS), ("STAL beats STRL", STAL_STRL_PAIRS)):
-        verdict, good, total, misses = _pairs(thr, pairs)
-        out.append({"claim": claim, "finding": f"higher at {good} of {total}"
-                    + (f"; not at {'; '.join(misses)}" if misses else ""), "verdict": verdict})
-    return out
+    return [_best_claim("Dynamic LB STAL has the highest throughput", thr, True, "best", "",
+                        "elsewhere "),
+            {"claim": "Its gain over Static STAL grows with the skew",
+             "finding": "; ".join(growth) or "–", "verdict": verdict},
+            _pairs_claim("LB beats DB", thr, LB_DB_PAIRS, ""),
+            _pairs_claim("STAL beats STRL", thr, STAL_STRL_PAIRS, "")]
 
 
 def _ab_variant(run_id: str) -> str | None:
