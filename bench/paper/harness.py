@@ -20,7 +20,7 @@ from typing import Any
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
 from bench.paper.runner import DistributorSettings, run
-from geops.workload import SkewSpec, Workload, generate_workload
+from bench.paper.workloads import Workloads
 
 TABLES = ("runs", "batches", "loads", "status", "moves")
 
@@ -56,27 +56,6 @@ class Tables:
 
 class PlanConflict(Exception):
     """The results directory holds runs of the same id with other sizes."""
-
-
-class Workloads:
-    """Generated workloads, one per (skew, repeat, sizes, partitioning), made once."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple, Workload] = {}
-
-    def get(self, spec: RunSpec) -> Workload:
-        key = (spec.skew, spec.repeat, spec.sizes, spec.partitions, spec.partitioner,
-               spec.workers, spec.hot_workers)
-        if key not in self._cache:
-            if len(self._cache) > 2:  # keep memory bounded: runs are grouped by this key
-                self._cache.clear()
-            skew = SkewSpec(workers=spec.workers, hot_workers=spec.hot_workers,
-                            partitions=spec.partitions, partitioner=spec.partitioner,
-                            target=spec.skew)
-            self._cache[key] = generate_workload(
-                seed=1000 + spec.repeat, subscriptions=spec.sizes.subscriptions,
-                publications=spec.sizes.publications, skew=skew)
-        return self._cache[key]
 
 
 def machine() -> dict[str, Any]:
@@ -161,7 +140,7 @@ def run_plan(plan: list[RunSpec], out: Path, workdir: Path, settings: Distributo
     _record_invocation(out / "meta.json", settings, resume)
     todo = [s for s in plan if s.run_id not in done]
     log(f"{len(plan)} runs planned, {len(plan) - len(todo)} already recorded, {len(todo)} to go")
-    workloads = Workloads()
+    workloads = Workloads(keep=3)  # runs are grouped by workload
     todo = run_order(todo)
     began = time.monotonic()
     for n, spec in enumerate(todo, 1):

@@ -79,9 +79,10 @@ from bench.paper.rows import (
     read_rows,
     write_csv,
 )
+from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import Engine, Params, make_policy
 from geops.strategies import build_strategy
-from geops.workload import ParameterError, SkewSpec, Workload, generate_workload
+from geops.workload import ParameterError, Workload
 from schemas.assignment import initial_assignment
 
 Log = Callable[[str], None]
@@ -333,33 +334,12 @@ def make_trace(workload: Workload, pipeline: str, partitions: int, batch_records
     return Trace(items.astype(np.int64), np.diff(edges), sizes)
 
 
-class _Workloads:
-    """The last generated workload, kept while the same parameters are asked for again."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple, Workload] = {}
-
-    def get(self, repeat: int, subscriptions: int, publications: int, workers: int,
-            hot_workers: int, partitions: int, skew: float) -> Workload:
-        key = (repeat, subscriptions, publications, workers, hot_workers, partitions, skew)
-        if key not in self._cache:
-            self._cache.clear()
-            self._cache[key] = generate_workload(
-                seed=1000 + repeat, subscriptions=subscriptions, publications=publications,
-                skew=SkewSpec(workers=workers, hot_workers=hot_workers, partitions=partitions,
-                              partitioner=PARTITIONER, target=skew))
-        return self._cache[key]
-
-    def clear(self) -> None:
-        self._cache.clear()
-
-
-def check_partitions(model: CostModel, workloads: _Workloads) -> float:
+def check_partitions(model: CostModel, workloads: Workloads) -> float:
     """Largest relative difference per partition between the cost run's measured items and
     those of its workload routed again here (0.0: the partitions correspond exactly)."""
-    workload = workloads.get(model.repeat, model.subscriptions, model.physical_publications,
-                             model.physical_workers, PHYSICAL_HOT_WORKERS, model.partitions,
-                             COST_SKEW)
+    workload = workloads.get(WorkloadKey(
+        model.repeat, model.subscriptions, model.physical_publications, model.physical_workers,
+        PHYSICAL_HOT_WORKERS, model.partitions, PARTITIONER, COST_SKEW))
     strategy = build_strategy(model.pipeline, workload.subscriptions, model.partitions,
                               PARTITIONER)
     mine = np.bincount(strategy.router().route(workload.publications.geoms).partition,
@@ -438,7 +418,7 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     if not models:
         log("simulation: no Static STAL run at skew 0.5 to take partition costs from; skipped")
         return None
-    workloads = _Workloads()
+    workloads = Workloads()  # the last one: a point's modes share it
     costs = []
     # sorted so that pipelines sharing a physical workload regenerate it once
     for m in sorted(models, key=lambda m: (m.repeat, m.physical_publications, m.pipeline)):
@@ -476,8 +456,8 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     for skew in skews:
         for (repeat, subs, parts), group in sorted(groups.items()):
             try:
-                workload = workloads.get(repeat, subs, publications, workers, hot_workers,
-                                         parts, skew)
+                workload = workloads.get(WorkloadKey(repeat, subs, publications, workers,
+                                                     hot_workers, parts, PARTITIONER, skew))
             except ParameterError as exc:
                 log(f"simulation: skew {skew} not reachable with {subs} subscriptions, "
                     f"P={parts}, W={workers}: {exc}; skipped")

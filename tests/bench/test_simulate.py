@@ -13,9 +13,9 @@ from bench.paper import simulate
 from bench.paper.figures import fig9_simulation
 from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import CostModel, Trace, simulate_mode
+from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import GreedyPolicy, Params
 from geops.strategies import build_strategy
-from geops.workload import SkewSpec, generate_workload
 
 MS = 1e6  # ns per ms
 
@@ -127,9 +127,9 @@ SUBS, PUBS, P, BATCH = 300, 1500, 16, 500
 def _physical(out: Path, pipeline: str = "sPIS") -> np.ndarray:
     """CSV files as the harness writes them for three sPIS runs of repeat 0 at skew 0.5, on a
     real (small) workload: ns per item of partition p is (p + 1) us, a build (p + 1) / 10 us."""
-    workload = generate_workload(seed=1000, subscriptions=SUBS, publications=PUBS,
-                                 skew=SkewSpec(workers=2, hot_workers=1, partitions=P,
-                                               partitioner="kdbtree", target=0.5))
+    workload = Workloads().get(WorkloadKey(repeat=0, subscriptions=SUBS, publications=PUBS,
+                                           workers=2, hot_workers=1, partitions=P,
+                                           partitioner="kdbtree", skew=0.5))
     strategy = build_strategy(pipeline, workload.subscriptions, P, "kdbtree")
     routed = strategy.router().route(workload.publications.geoms)
     cell = (routed.pub_index // BATCH) * P + routed.partition
@@ -169,9 +169,9 @@ def test_cost_model_from_the_physical_csvs(tmp_path: Path) -> None:
     assert model.build_ns[seen] == pytest.approx((np.arange(P) + 1.0)[seen] * 100)
     assert model.overhead_ms == {"STAL": 50.0, "STRL": 80.0}
     assert (model.move_ms, model.batch_records, model.partitions) == (30.0, BATCH, P)
-    assert simulate.check_partitions(model, simulate._Workloads()) == 0.0
+    assert simulate.check_partitions(model, Workloads()) == 0.0
     wrong = replace(model, physical_items=model.physical_items + (np.arange(P) == 3) * 10)
-    assert simulate.check_partitions(wrong, simulate._Workloads()) > 0
+    assert simulate.check_partitions(wrong, Workloads()) > 0
 
 
 def test_the_whole_sweep_from_the_physical_csvs(tmp_path: Path) -> None:
