@@ -20,10 +20,9 @@ from types import FrameType
 
 import config
 from config import Config, ConfigError
+from config.exitcodes import EXIT_DATA_LOSS, EXIT_FAILED, EXIT_OK, EXIT_OUTAGE, EXIT_USAGE
 
 log = logging.getLogger("geops.app")
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,8 +210,6 @@ _EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
 def explain_failure(text: str, checkpoint: str) -> tuple[int, str]:
     """Exit code and one-line message for a failed query: an expected condition (Kafka outage
     past the limit, data loss) gets its own line and code; anything else the whole text."""
-    from kafkaio.retry import EXIT_DATA_LOSS, EXIT_OUTAGE
-
     found = _EXPECTED.search(text)
     if found is None:
         return EXIT_FAILED, f"the streaming query failed: {text}"

@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 from cli.bench_live import register_live
 from cli.bench_paper import register_paper
-from cli.common import positive_int
+from cli.common import CommandError, positive_int
 from cli.progress import elapsed_log
+from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
@@ -54,8 +55,6 @@ def register_kernel(benches: argparse._SubParsersAction) -> None:
 
 
 def _kernel(args: argparse.Namespace) -> int:
-    from cli.main import EXIT_FAILED, EXIT_USAGE, CommandError
-
     chosen = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(STRATEGIES))
     if unknown or not chosen:
@@ -93,7 +92,6 @@ def register_decode(benches: argparse._SubParsersAction) -> None:
 
 def _decode(args: argparse.Namespace) -> int:
     from bench.decode import MismatchError, format_table, run_decode_bench
-    from cli.main import EXIT_FAILED, CommandError
 
     log = elapsed_log("geops bench decode")
 

@@ -13,8 +13,9 @@ import signal
 from pathlib import Path
 
 import config
-from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, settings
+from cli.common import CommandError, settings
 from cli.progress import elapsed_log
+from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json",
                "fig4_throughput.png", "fig4_throughput.csv", "fig5_latency.png",

@@ -6,12 +6,8 @@ import argparse
 
 import config
 from config import TOPICS, Config
+from config.exitcodes import EXIT_FAILED, EXIT_USAGE  # noqa: F401 - EXIT_USAGE: cli/bench_live.py
 from kafkaio.clients import KafkaUnavailable, check_reachable
-
-EXIT_OK = 0
-EXIT_FAILED = 1      # the work failed (broker unreachable, app crashed, ...)
-EXIT_USAGE = 2       # bad command line or configuration
-EXIT_REJECTED = 3    # the work was done but some input records were rejected
 
 
 class CommandError(Exception):

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import config
-from cli.common import non_negative_int
+from cli.common import CommandError, non_negative_int
 from cli.progress import elapsed_log
+from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.geojson import GeoJSONError
 from geops.model import Relation
 from geops.partitioning import PARTITIONERS
@@ -176,8 +177,6 @@ def _report_bad(path: str, what: str, problems: list[Any]) -> None:
 
 
 def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
-    from cli.main import EXIT_USAGE, CommandError
-
     flags = {path: value for path, value in (("app.workers", args.workers),
                                              ("app.partitions", args.partitions),
                                              ("app.partitioner", args.partitioner))
@@ -197,8 +196,6 @@ def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, CommandError
-
     try:
         start = parse_time(args.start_time)
         _check_times(start, args.interval_ms, args.publications)

@@ -11,18 +11,11 @@ import importlib
 import sys
 from typing import NoReturn
 
-from cli.common import (  # re-exported: subcommands may import them from here
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_REJECTED,
-    EXIT_USAGE,
-    CommandError,
-)
+from cli.common import CommandError
 from config import ConfigError
+from config.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import KafkaOutage
-
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_REJECTED", "EXIT_USAGE", "CommandError", "main"]
 
 # Order is the order of `geops --help`.
 COMMANDS = (
@@ -83,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"geops {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except MemoryError:  # sizes the machine cannot hold, e.g. a typo in a count
         print(f"geops {args.command}: out of memory; try smaller sizes or counts",
               file=sys.stderr)

@@ -14,7 +14,8 @@ import os
 import sys
 import time
 
-from cli.common import positive_int
+from cli.common import CommandError, positive_int
+from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.geojson import GeoJSONError, Rejected
 from geops.offline import match_files
 from geops.partitioning import PARTITIONERS
@@ -45,8 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, CommandError
-
     problem = _output_problem(args.out)
     if problem:  # before reading and matching, which may take long
         raise CommandError(f"{args.out}: {problem}", EXIT_USAGE)

@@ -16,8 +16,9 @@ import numpy as np
 import shapely
 
 import config
-from cli.common import EXIT_REJECTED, CommandError, reachable, settings
+from cli.common import CommandError, reachable, settings
 from cli.progress import Progress
+from config.exitcodes import EXIT_REJECTED
 from geops.geojson import GeoJSONError, Rejected, read_publications, read_subscriptions
 from geops.model import Publications, Relation, Subscriptions
 from kafkaio.clients import KafkaUnavailable

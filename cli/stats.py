@@ -39,8 +39,9 @@ import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 import config
-from cli.common import EXIT_USAGE, CommandError, positive_int, reachable, settings
+from cli.common import CommandError, positive_int, reachable, settings
 from config import Config, parse_duration
+from config.exitcodes import EXIT_USAGE
 from distributor.mldc import mldc
 from kafkaio.clients import KafkaUnavailable, consumer
 from kafkaio.dump import by_schema

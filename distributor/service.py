@@ -34,6 +34,7 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 
 from config import BY_PATH, Config, ConfigError
+from config.exitcodes import EXIT_FAILED, EXIT_OK
 from distributor.engine import Engine, PeriodResult
 from distributor.params import Params
 from distributor.policies import POLICIES
@@ -45,7 +46,6 @@ from schemas import DecodeError, codec
 
 log = logging.getLogger("geops.distributor")
 
-EXIT_OK, EXIT_FAILED = 0, 1
 REACH_TIMEOUT_S = 10.0
 POLL_S = 0.2  # longest wait for metrics, so a stop or a period end is noticed promptly
 # A period ends at a batch boundary: when the loads of a batch arrived but not yet its

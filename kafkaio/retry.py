@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from config.exitcodes import EXIT_DATA_LOSS, EXIT_OUTAGE
 from kafkaio.clients import KafkaUnavailable, TopicMissing
 
 log = logging.getLogger("geops.kafka")
@@ -22,8 +23,6 @@ log = logging.getLogger("geops.kafka")
 T = TypeVar("T")
 
 DEFAULT_OUTAGE_LIMIT = 300.0
-EXIT_OUTAGE = 4     # Kafka did not answer for longer than the outage limit
-EXIT_DATA_LOSS = 5  # offsets to read no longer exist (topic reset, recreated or truncated)
 
 
 class KafkaOutage(KafkaUnavailable):

@@ -9,10 +9,10 @@ import logging
 import pytest
 
 import config
+from config.exitcodes import EXIT_DATA_LOSS
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
 from kafkaio import broker as embedded
-from kafkaio.retry import EXIT_DATA_LOSS
 from tests.app.conftest import Workload, load, matches, run_app
 from tests.conftest import kafka_env
 

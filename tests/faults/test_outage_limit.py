@@ -14,8 +14,8 @@ import pytest
 import config
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
+from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
-from kafkaio.retry import EXIT_OUTAGE
 from tests.app.conftest import Workload, load
 from tests.conftest import kafka_env
 

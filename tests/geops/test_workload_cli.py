@@ -9,7 +9,8 @@ import pytest
 import shapely
 
 from cli.generate import parse_time
-from cli.main import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, main
+from cli.main import main
+from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.geojson import read_publications, read_subscriptions
 from geops.model import Relation
 from geops.workload.output import FILES

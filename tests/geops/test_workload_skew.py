@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import shapely
 
-from cli.main import EXIT_OK, EXIT_USAGE, main
+from cli.main import main
+from config.exitcodes import EXIT_OK, EXIT_USAGE
 from geops.partitioning import build_partitioner
 from geops.workload import (
     LAYERS,
