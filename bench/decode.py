@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cli.produce import publication_records
 from geops.workload import generate_workload
 from schemas import codec
 from schemas.publication_decoder import decode_publications
+from schemas.records import publication_records
 
 PER_RECORD = "codec, one record at a time"
 BULK = "decode_publications, one pass"

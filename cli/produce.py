@@ -10,23 +10,16 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
-
-import numpy as np
-import shapely
 
 import config
 from cli.common import CommandError, reachable, settings
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
 from geops.geojson import GeoJSONError, Rejected, read_publications, read_subscriptions
-from geops.model import Publications, Relation, Subscriptions
 from kafkaio.clients import KafkaUnavailable
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage
-from kafkaio.sender import Sender
-from schemas import codec
-
-MISSING_TIME = np.iinfo(np.int64).min
+from kafkaio.retry import KafkaOutage
+from kafkaio.sender import produce_records
+from schemas.records import MISSING_TIME, publication_records, subscription_records
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,39 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     subs.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")
     config.add_arguments(subs, ["kafka", "state", "topics"])
     subs.set_defaults(func=_subscribe)
-
-
-def publication_records(pubs: Publications) -> list[dict]:
-    """Avro Publication records (geometry as WKB) of column-wise publications."""
-    wkb = shapely.to_wkb(pubs.geoms) if len(pubs) else []
-    return [{"id": int(i), "geometry": g, "event_time": int(t)}
-            for i, g, t in zip(pubs.ids, wkb, pubs.event_time, strict=True)]
-
-
-def subscription_records(subs: Subscriptions) -> list[dict]:
-    """Avro Subscription records (geometry as WKB, relation by name)."""
-    wkb = shapely.to_wkb(subs.geoms) if len(subs) else []
-    return [{"id": int(i), "geometry": g, "relation": Relation(int(r)).name}
-            for i, g, r in zip(subs.ids, wkb, subs.relations, strict=True)]
-
-
-def produce_records(client_conf: dict[str, str], topic: str, name: str,
-                    records: list[dict], rate: float | None = None,
-                    progress: Progress | None = None,
-                    outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> None:
-    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost.
-
-    A publication whose event time is ``MISSING_TIME`` gets the time it is sent.
-    """
-    c = codec()
-    sender = Sender(client_conf, rate=rate, outage_limit=outage_limit)
-    for n, record in enumerate(records, 1):
-        if record.get("event_time") == MISSING_TIME:
-            record["event_time"] = int(time.time() * 1000)
-        sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
-        if progress is not None:
-            progress.update(n)
-    sender.flush()
 
 
 def _rate(text: str) -> float:
@@ -117,7 +77,7 @@ def _produce(args: argparse.Namespace, cfg: config.Config, logical: str, name: s
     topic = args.topic or cfg.topic(logical)
     progress = Progress(len(records), logical)
     try:
-        produce_records(cfg.kafka_client(), topic, name, records, args.rate, progress,
+        produce_records(cfg.kafka_client(), topic, name, records, args.rate, progress.update,
                         outage_limit=cfg["kafka.outage_limit"])
     except KafkaOutage as exc:
         raise CommandError(str(exc), exc.exit_code) from None
@@ -139,7 +99,7 @@ def _publish(args: argparse.Namespace) -> int:
         raise _read_error(args.file, exc) from None
     if args.event_time == "now":
         pubs.event_time[:] = MISSING_TIME
-    return _produce(args, cfg, "publications", "Publication", publication_records(pubs),
+    return _produce(args, cfg, "publications", "Publication", list(publication_records(pubs)),
                     rejected)
 
 
@@ -151,5 +111,5 @@ def _subscribe(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), 2) from None
     except OSError as exc:
         raise _read_error(args.file, exc) from None
-    return _produce(args, cfg, "subscriptions", "Subscription", subscription_records(subs),
-                    rejected)
+    return _produce(args, cfg, "subscriptions", "Subscription",
+                    list(subscription_records(subs)), rejected)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
 from kafkaio.clients import KafkaUnavailable, producer
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage, Outage
+from schemas import codec
+from schemas.records import MISSING_TIME
 
 
 class Sender:
@@ -103,3 +105,23 @@ class Sender:
             self.flush(timeout)
         finally:
             self._producer = None
+
+
+def produce_records(client_conf: Mapping[str, str], topic: str, name: str,
+                    records: Iterable[dict[str, Any]], rate: float | None = None,
+                    progress: Callable[[int], None] | None = None,
+                    outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> None:
+    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost.
+
+    A publication whose event time is ``MISSING_TIME`` gets the time it is sent;
+    ``progress(n)`` hears how many were queued so far.
+    """
+    c = codec()
+    sender = Sender(client_conf, rate=rate, outage_limit=outage_limit)
+    for n, record in enumerate(records, 1):
+        if record.get("event_time") == MISSING_TIME:
+            record["event_time"] = int(time.time() * 1000)
+        sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
+        if progress is not None:
+            progress(n)
+    sender.flush()

@@ -23,11 +23,12 @@ import numpy as np
 
 import config
 from bench.paper.plan import RunSpec
-from cli.produce import produce_records, publication_records, subscription_records
 from geops.model import Publications
 from geops.workload import Workload
 from kafkaio import broker
+from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
+from schemas.records import publication_records, subscription_records
 
 GEOPS = [sys.executable, "-m", "cli.main"]
 

@@ -17,31 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-import shapely
 
 from geops.geojson import write_publications, write_subscriptions
-from geops.model import Publications, Relation, Subscriptions
 from geops.workload.generate import Workload
 from geops.workload.world import Log
 from schemas.codec import codec
+from schemas.records import publication_records, subscription_records
 
 FILES = ("subscriptions.geojson", "publications.geojson", "subscriptions.avro",
          "publications.avro", "workload.json")
-
-
-def subscription_records(subs: Subscriptions) -> Iterator[dict[str, Any]]:
-    """Subscriptions as records of the Avro ``Subscription`` schema."""
-    wkb = shapely.to_wkb(subs.geoms)
-    names = [r.name for r in Relation]
-    for sid, geom, rel in zip(subs.ids.tolist(), wkb, subs.relations.tolist(), strict=True):
-        yield {"id": sid, "geometry": geom, "relation": names[rel]}
-
-
-def publication_records(pubs: Publications) -> Iterator[dict[str, Any]]:
-    """Publications as records of the Avro ``Publication`` schema."""
-    wkb = shapely.to_wkb(pubs.geoms)
-    for pid, geom, t in zip(pubs.ids.tolist(), wkb, pubs.event_time.tolist(), strict=True):
-        yield {"id": pid, "geometry": geom, "event_time": t}
 
 
 def write_avro(path: str | os.PathLike[str], schema_name: str,

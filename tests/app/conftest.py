@@ -10,12 +10,13 @@ import pytest
 
 import config
 from app.main import main as app_main
-from cli.produce import produce_records, publication_records, subscription_records
 from geops.model import Publications, Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
+from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
+from schemas.records import publication_records, subscription_records
 
 
 @dataclass

@@ -10,11 +10,11 @@ from pathlib import Path
 import config
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
-from cli.produce import publication_records, subscription_records
 from geops.model import Publications, Subscriptions
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
 from schemas import codec
+from schemas.records import publication_records, subscription_records
 
 
 @dataclass
@@ -66,7 +66,7 @@ class LiveProducer:
                 time.sleep(0.1)
             c = codec()
             topic = self.cfg.topic("publications")
-            records = publication_records(self.pubs)
+            records = list(publication_records(self.pubs))
             self.started_at = time.time()
             done = 0
             for phase in self.phases:
@@ -84,7 +84,7 @@ class LiveProducer:
 
 def load_subscriptions_only(cfg: config.Config, subs: Subscriptions) -> None:
     """Create the topics and produce the subscriptions; publications come live."""
-    from cli.produce import produce_records
+    from kafkaio.sender import produce_records
 
     create_topics(cfg)
     produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",

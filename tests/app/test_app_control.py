@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import shapely
 
-from cli.produce import produce_records, publication_records
 from geops.strategies import build_strategy
 from kafkaio.clients import consumer
 from kafkaio.dump import by_schema
 from kafkaio.offsets import EndOffsets
-from kafkaio.sender import Sender
+from kafkaio.sender import Sender, produce_records
 from schemas import codec
 from schemas.assignment import initial_assignment
+from schemas.records import publication_records
 from tests.app.conftest import load, matches, metrics, run_app
 
 pytestmark = pytest.mark.integration

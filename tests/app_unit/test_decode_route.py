@@ -10,10 +10,10 @@ import pytest
 import shapely
 
 from app.tasks import KEY_PARTITION_SHIFT, Record, RouteContext, decode_route
-from cli.produce import publication_records
 from geops.strategies import build_strategy
 from geops.workload import generate_workload
 from schemas import codec
+from schemas.records import publication_records
 
 
 @pytest.mark.parametrize("strategy", ["sPS", "RIsPS"])
@@ -21,7 +21,7 @@ def test_every_publication_reaches_the_owners_of_its_partitions(strategy):
     wl = generate_workload(seed=3, subscriptions=300, publications=500)
     built = build_strategy(strategy, wl.subscriptions, 8)
     router = built.router()
-    records = publication_records(wl.publications)
+    records = list(publication_records(wl.publications))
     rows = [Record("pubs", i % 3, 1000 + i, None, codec().encode("Publication", r))
             for i, r in enumerate(records)]
     assignment = tuple(p % 2 for p in range(built.num_partitions))

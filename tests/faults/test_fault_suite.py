@@ -21,12 +21,12 @@ import pytest
 import config
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
-from cli.produce import publication_records
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender
 from schemas import codec
+from schemas.records import publication_records
 from tests.app.conftest import matches, metrics
 from tests.app.live import load_subscriptions_only
 from tests.conftest import kafka_env
@@ -99,7 +99,7 @@ def test_live_stream_survives_every_fault(own_broker, tmp_path, monkeypatch):
     wait_for("the app's query to start", marker.exists, 180)
 
     c = codec()
-    records = publication_records(w.publications)
+    records = list(publication_records(w.publications))
     topic = cfg.topic("publications")
     sender = Sender(cfg.kafka_client(), rate=RATE)
     sent = 0
