@@ -39,6 +39,10 @@ from schemas.codec import HEADER_LEN
 GEOPS = [sys.executable, "-m", "cli.main"]
 REPO = Path(__file__).resolve().parents[2]
 Log = Callable[[str], None]
+# The publisher's linger: on the embedded broker (Tansu, memory storage) fetch cost grows with
+# the number of record batches in a partition, and 5 ms made batches of 1-3 records at these
+# rates; 50 ms keeps them tens of records (the time a record waits here counts as latency).
+LINGER_MS = 50
 
 
 class BenchFailed(RuntimeError):
@@ -158,7 +162,7 @@ class Publisher:
         self.topic = topic
         self.header = codec().header("Publication")
         self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(pool_geoms)]
-        self._producer = producer(client_conf, **{"linger.ms": 5,
+        self._producer = producer(client_conf, **{"linger.ms": LINGER_MS,
                                                   "queue.buffering.max.messages": 1_000_000})
         self.failed = 0
         self._next_base = 1
@@ -482,8 +486,9 @@ class Session:
 
     # memory of every process
     def memory_row(self) -> dict:
-        """RSS in MB per role: the app's JVM, its Python workers, its launcher, the broker,
-        the distributor."""
+        """RSS in MB per role: the app's JVM, its Python workers, its driver's Python (with the
+        `geops app` wrapper), the broker and the
+        distributor."""
         parents = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -491,7 +496,7 @@ class Session:
                     pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
                     parents[pid] = ppid
         roles: dict[str, int] = {}
-        trees = [(self.app, "app-launcher"), (self.distributor, "distributor")]
+        trees = [(self.app, "app-driver-python"), (self.distributor, "distributor")]
         for proc, default in trees:
             if proc is None or proc.popen.poll() is not None:
                 continue

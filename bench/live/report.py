@@ -302,7 +302,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     if before and during and before["p99"] and during["p99"]:
         ratio = during["p99"] / before["p99"]
         lines += ["", f"p99 during / before = **{ratio:.2f}** (target ≤ 2)."]
-    lines += ["", "Whole phase: " + latency_table([sm])[2].strip(), "", LEGEND, "",
+    lines += ["", "Whole phase:", "", *latency_table([sm]), "", LEGEND, "",
               "Files: `rebalance.csv` (the windows), `timeline.csv`, `batches.csv`, "
               "`moves.csv`, `search.csv`, `latency_raw.csv.gz`, `timeline.png` (dashed lines: "
               "distributor start, command, move).", ""]
@@ -358,8 +358,8 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
              f"({result['sent']:,} publications) with the distributor running (Table 1 "
              f"defaults); {len(batches):,} batches. Every 10 s: lag and the resident memory "
              "(VmRSS) of every process, by role (the app's tree walked from `geops app`: "
-             "launcher, spark-submit JVM, Python workers; the broker; the distributor's "
-             "tree).", "",
+             "the Python of the driver and of the `geops app` wrapper, the spark-submit JVM, "
+             "the Python workers; the broker; the distributor's tree).", "",
              "Growth = mean of the last 20 % of the samples vs the first 20 %:", "",
              "| series | first 20 % | last 20 % | growth |", "|---|---:|---:|---:|",
              f"| lag (records) | {_ms(lag['first'])} | {_ms(lag['last'])} | "
