@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.embedded import running_address
+
 DEFAULT_FILE = Path(__file__).with_name("default.toml")
 TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status")
 
@@ -277,9 +279,6 @@ class Config:
         explicit = self["kafka.bootstrap_servers"]
         if explicit:
             return explicit
-        # Imported here: config stays a leaf package; the broker module only reads files.
-        from kafkaio.broker import running_address
-
         return running_address(self.state_dir()) or "127.0.0.1:9092"
 
     def state_dir(self) -> Path:

