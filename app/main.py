@@ -101,7 +101,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                     cfg.topic("control"), cfg.topic("dead_letter"))
     app_id = cfg["app.app_id"]
     try:
-        check_reachable(cfg)
+        check_reachable(kafka_conf)
         subs, report = load_subscriptions(kafka_conf, cfg.topic("subscriptions"),
                                           cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:

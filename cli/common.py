@@ -59,7 +59,7 @@ def settings(args: argparse.Namespace) -> Config:
 def reachable(cfg: Config) -> None:
     """Fail fast with a helpful message when Kafka cannot be reached."""
     try:
-        check_reachable(cfg, timeout=10.0)
+        check_reachable(cfg.kafka_client(), timeout=10.0)
     except KafkaUnavailable as exc:
         raise CommandError(str(exc)) from None
 

@@ -1,7 +1,8 @@
-"""Producers, consumers and admin clients built from the geops configuration.
+"""Producers, consumers and admin clients built from librdkafka settings.
 
-Every client gets the configured bootstrap servers plus every librdkafka property of
-``kafka.client`` (security.protocol, sasl.*, ssl.*, ...), so a secured cluster works everywhere.
+Every client takes the shared settings of ``Config.kafka_client()`` (the bootstrap servers plus
+every librdkafka property of ``kafka.client``: security.protocol, sasl.*, ssl.*, ...), so a
+secured cluster works everywhere.
 Misconfiguration and an unreachable cluster become ``KafkaUnavailable``/``ConfigError`` with a
 message that says what to do, never a librdkafka traceback.
 """
@@ -15,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from config import Config, ConfigError
+from config import ConfigError
 
 
 class KafkaUnavailable(RuntimeError):
@@ -40,16 +41,14 @@ def _make(kind: type, conf: dict[str, Any]) -> Any:
         raise ConfigError(f"invalid Kafka client setting: {exc}") from None
 
 
-def producer(cfg: Config | Mapping[str, str], **extra: Any) -> Producer:
+def producer(conf: Mapping[str, str], **extra: Any) -> Producer:
     """A producer that batches briefly and retries; delivery failures are reported by callers."""
     defaults = {"linger.ms": 5, "compression.type": "none", "enable.idempotence": True}
     defaults.update(extra)
-    return _make(Producer, client_conf(_base(cfg), defaults))
+    return _make(Producer, client_conf(conf, defaults))
 
 
-def consumer(
-    cfg: Config | Mapping[str, str], group_id: str | None = None, **extra: Any
-) -> Consumer:
+def consumer(conf: Mapping[str, str], group_id: str | None = None, **extra: Any) -> Consumer:
     """A manually assigned consumer: no offset commits (geops keeps its own positions)."""
     defaults: dict[str, Any] = {
         "group.id": group_id or f"geops-{uuid.uuid4().hex[:12]}",
@@ -58,15 +57,11 @@ def consumer(
         "auto.offset.reset": "earliest",
     }
     defaults.update(extra)
-    return _make(Consumer, client_conf(_base(cfg), defaults))
+    return _make(Consumer, client_conf(conf, defaults))
 
 
-def admin(cfg: Config | Mapping[str, str]) -> AdminClient:
-    return _make(AdminClient, client_conf(_base(cfg)))
-
-
-def _base(cfg: Config | Mapping[str, str]) -> dict[str, str]:
-    return cfg.kafka_client() if isinstance(cfg, Config) else dict(cfg)
+def admin(conf: Mapping[str, str]) -> AdminClient:
+    return _make(AdminClient, client_conf(conf))
 
 
 def topic_partitions(
@@ -87,13 +82,12 @@ def topic_partitions(
     return sorted(tmd.partitions)
 
 
-def check_reachable(cfg: Config | Mapping[str, str], timeout: float = 10.0) -> None:
+def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
     """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata."""
-    base = _base(cfg)
     try:
-        admin(base).list_topics(timeout=timeout)
+        admin(conf).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise KafkaUnavailable(_explain(exc, base.get("bootstrap.servers"))) from None
+        raise KafkaUnavailable(_explain(exc, conf.get("bootstrap.servers"))) from None
 
 
 def _explain(exc: KafkaException, servers: str | None = None) -> str:

@@ -26,8 +26,9 @@ class TopicResult:
 def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,
                   timeout: float = 30.0) -> list[TopicResult]:
     """Create each configured topic unless it exists; report what happened to each."""
-    check_reachable(cfg, timeout)
-    client = admin(cfg)
+    client_conf = cfg.kafka_client()
+    check_reachable(client_conf, timeout)
+    client = admin(client_conf)
     wanted = list(logical)
     existing = client.list_topics(timeout=timeout).topics
     new = []
@@ -67,7 +68,7 @@ def _topic_config(cfg: Config, logical: str) -> dict[str, object]:
 
 def topic_config(cfg: Config, topic: str, timeout: float = 30.0) -> dict[str, str]:
     """The broker's view of a topic's configuration (name -> value)."""
-    client = admin(cfg)
+    client = admin(cfg.kafka_client())
     futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)],
                                       request_timeout=timeout)
     try:
