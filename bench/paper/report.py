@@ -28,6 +28,7 @@ from bench.paper.rows import (
     plan_runs,
     point_table,
     read_rows,
+    stored,
 )
 from bench.paper.verdicts import (
     GAIN_REQUIRED,
@@ -289,8 +290,8 @@ def render(results_dir: Path) -> str:
               "# the distributor's first period: min-items vs full",
               "geops bench paper --quick   # CI check of the harness (sPIS, two modes, two skews)",
               "```", "", "Files:", ""]
-    lines += [f"- [`{name}`]({name}): {what}" for name, what in TABLES
-              if (results_dir / name).exists()]
+    lines += [f"- [`{part.name}`]({part.name}): {what}" for name, what in TABLES
+              for part in stored(results_dir / name)]   # loads.csv.gz where it is compressed
     lines += ["", "## Targets", "",
               f"From the issue: at the highest skew Dynamic LB STAL ≥ {GAIN_REQUIRED} × Static "
               f"STAL and ≥ {KEEP_REQUIRED} × its own throughput at skew {BALANCED}; Dynamic LB "
