@@ -16,10 +16,10 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 
 from kafkaio.clients import consumer
-from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.control import newest_command
+from kafkaio.offsets import EndOffsets
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
-from schemas import DecodeError, codec
-from schemas.assignment import assignment_problem
+from schemas.assignment import NOT_NEWER, TOMBSTONE, CommandRejected, command_for
 
 log = logging.getLogger("geops.app.control")
 
@@ -48,35 +48,24 @@ class ControlChannel:
 
     def check(self, value: bytes | None, current_epoch: int, where: str) -> Command | None:
         """The command in ``value`` if it should be applied; otherwise log why not."""
-        if value is None:
-            return None  # tombstone
         try:
-            rec = codec().decode_as("RebalanceCommand", value)
-        except DecodeError as exc:
-            return self._ignore(where, f"malformed: {exc}")
-        if rec["app_id"] and rec["app_id"] != self.app_id:
-            return self._ignore(where, f"for app '{rec['app_id']}', not '{self.app_id}'")
-        if rec["epoch"] <= current_epoch:
-            return self._ignore(where, f"epoch {rec['epoch']} is not newer than the epoch in "
-                                       f"force ({current_epoch})", level=logging.INFO)
-        problem = assignment_problem(rec["assignment"], self.partitions, self.workers)
-        if problem:
-            return self._ignore(where, f"epoch {rec['epoch']}: {problem}")
-        return Command(rec["epoch"], tuple(rec["assignment"]), rec)
+            rec = command_for(value, self.app_id, current_epoch, self.partitions, self.workers)
+        except CommandRejected as why:
+            return self._ignore(why, where)
+        return _command(rec)
 
-    def _ignore(self, where: str, reason: str, level: int = logging.WARNING) -> None:
-        self.ignored += 1
-        log.log(level, "ignoring control record %s: %s", where, reason)
+    def _ignore(self, why: CommandRejected, where: str) -> None:
+        if why.kind != TOMBSTONE:
+            self.ignored += 1
+            level = logging.INFO if why.kind == NOT_NEWER else logging.WARNING
+            log.log(level, "ignoring control record %s: %s", where, why)
         return None
 
     def recover(self, outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> Command | None:
         """The newest applicable command on the topic (after a restart), and start polling."""
-        best: Command | None = None
-        for msg in read_to_end(self.conf, self.topic, outage_limit=outage_limit):
-            cmd = self.check(msg.value(), best.epoch if best else 0,
-                             f"{msg.topic()}[{msg.partition()}]@{msg.offset()}")
-            if cmd is not None:
-                best = cmd
+        rec = newest_command(self.conf, self.topic, self.app_id, newer_than=0,
+                             partitions=self.partitions, workers=self.workers,
+                             skipped=self._ignore, outage_limit=outage_limit)
         probe = EndOffsets(self.conf)
         try:
             ends = probe(self.topic)
@@ -84,7 +73,7 @@ class ControlChannel:
             probe.close()
         self._consumer = consumer(self.conf)
         self._consumer.assign([TopicPartition(self.topic, p, end) for p, end in ends.items()])
-        return best
+        return None if rec is None else _command(rec)
 
     def poll(self, current_epoch: int) -> Command | None:
         """The newest applicable command that arrived since the last poll, if any."""
@@ -110,3 +99,7 @@ class ControlChannel:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def _command(rec: dict[str, Any]) -> Command:
+    return Command(rec["epoch"], tuple(rec["assignment"]), rec)

@@ -39,10 +39,12 @@ from distributor.engine import Engine, PeriodResult
 from distributor.params import Params
 from distributor.policies import POLICIES
 from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
-from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.control import newest_command
+from kafkaio.offsets import EndOffsets
 from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender
 from schemas import DecodeError, codec
+from schemas.assignment import MALFORMED, CommandRejected
 
 log = logging.getLogger("geops.distributor")
 
@@ -183,22 +185,16 @@ class Service:
 
     def _recover(self) -> None:
         """Restore the newest command for this app from the control topic, if there is one."""
-        newest: dict[str, Any] | None = None
         bad = 0
-        for msg in read_to_end(self.conf, self.control_topic, outage_limit=self.outage_limit):
-            if msg.value() is None:
-                continue  # tombstone
-            try:
-                cmd = self._codec.decode_as("RebalanceCommand", msg.value())
-            except DecodeError as exc:
+
+        def skipped(why: CommandRejected, where: str) -> None:
+            nonlocal bad
+            if why.kind == MALFORMED:  # tombstones and other apps' commands are expected
                 bad += 1
-                log.warning("control %s[%d]@%d skipped: %s", msg.topic(), msg.partition(),
-                            msg.offset(), exc)
-                continue
-            if cmd["app_id"] not in ("", self.app_id):
-                continue
-            if newest is None or cmd["epoch"] > newest["epoch"]:
-                newest = cmd
+                log.warning("control %s skipped: %s", where, why)
+
+        newest = newest_command(self.conf, self.control_topic, self.app_id, skipped=skipped,
+                                outage_limit=self.outage_limit)
         self._own["control records skipped"] += bad
         if newest is None:
             log.info("no command for app %r on '%s': starting from epoch 0", self.app_id,

@@ -3,11 +3,31 @@
 An assignment is a list of P worker ids (index = static partition id) with an epoch that only
 grows. The initial assignment (epoch 0) is the same pure function of P and W in the generator,
 the app and the distributor, so the skew the generator asks for is the skew the app sees.
+``command_for`` judges one record of the control topic for one app; the app and the distributor
+read the newest command through it (``kafkaio.control.newest_command``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from schemas.codec import DecodeError, codec
+
+# Why a control record is not a command for an app (``CommandRejected.kind``).
+TOMBSTONE = "tombstone"
+MALFORMED = "malformed"
+FOREIGN = "foreign app"
+NOT_NEWER = "not newer"
+UNFIT = "unfit"
+
+
+class CommandRejected(ValueError):
+    """A control record that is no command for this app now; ``kind`` says which reason."""
+
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind = kind
 
 
 def initial_assignment(partitions: int, workers: int) -> list[int]:
@@ -40,3 +60,26 @@ def moves_between(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int
 def hot_partitions(assignment: Sequence[int], hot_workers: int) -> list[int]:
     """Partitions owned by workers 0..hot_workers-1: the 'hot' side of the skew coefficient."""
     return [p for p, w in enumerate(assignment) if w < hot_workers]
+
+
+def command_for(value: bytes | None, app_id: str, newer_than: int | None = None,
+                partitions: int | None = None, workers: int | None = None) -> dict[str, Any]:
+    """The RebalanceCommand record in ``value`` if it is meant for ``app_id`` (its app id is
+    empty or ours), its epoch is above ``newer_than`` (when given) and its assignment fits P
+    ``partitions`` and W ``workers`` (when given); otherwise ``CommandRejected`` saying why."""
+    if value is None:
+        raise CommandRejected(TOMBSTONE, "tombstone")
+    try:
+        rec = codec().decode_as("RebalanceCommand", value)
+    except DecodeError as exc:
+        raise CommandRejected(MALFORMED, f"malformed: {exc}") from None
+    if rec["app_id"] and rec["app_id"] != app_id:
+        raise CommandRejected(FOREIGN, f"for app '{rec['app_id']}', not '{app_id}'")
+    if newer_than is not None and rec["epoch"] <= newer_than:
+        raise CommandRejected(NOT_NEWER, f"epoch {rec['epoch']} is not newer than the epoch "
+                                         f"in force ({newer_than})")
+    if partitions is not None and workers is not None:
+        problem = assignment_problem(rec["assignment"], partitions, workers)
+        if problem:
+            raise CommandRejected(UNFIT, f"epoch {rec['epoch']}: {problem}")
+    return rec
