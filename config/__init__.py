@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import os
 import re
 import tomllib
@@ -386,6 +387,14 @@ def load(
         client[key.strip()] = value
     tree["kafka"]["client"] = client
     return Config(tree)
+
+
+@functools.cache
+def defaults() -> Config:
+    """The settings of config/default.toml alone (no user file, environment or flags), e.g. the
+    paper's Table 1 in ``[distributor]``, for code that needs a default before any is resolved.
+    Shared: read it, do not change it."""
+    return load(environ={})
 
 
 def add_arguments(parser: argparse.ArgumentParser, groups: Iterable[str]) -> None:

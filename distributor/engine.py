@@ -44,7 +44,7 @@ from typing import Any
 from distributor.detection import Verdict, judge
 from distributor.loads import LONG_MAX, EpochLoads
 from distributor.mldc import assignment_mldc, mldc, worker_loads
-from distributor.params import Params
+from distributor.params import DEFAULTS, Params
 from distributor.policies import Policy, make_policy
 from distributor.validate import batch_problem, load_problem
 from schemas.assignment import assignment_problem, initial_assignment, moves_between
@@ -79,7 +79,7 @@ class Engine:
     def __init__(self, params: Params | None = None, policy: Policy | None = None, *,
                  partitions: int | None = None, workers: int | None = None, app_id: str = ""):
         self.params = params or Params()
-        self.policy = policy or make_policy("greedy")
+        self.policy = policy or make_policy(DEFAULTS["policy"])
         self.app_id = app_id
         self.partitions: int | None = None
         self.workers: int | None = None
@@ -108,8 +108,8 @@ class Engine:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], **kwargs: Any) -> Engine:
         """An engine from the ``[distributor]`` config table (Table 1, metric, mode, policy)."""
-        return cls(Params.from_settings(settings), make_policy(settings.get("policy", "greedy")),
-                   **kwargs)
+        return cls(Params.from_settings(settings),
+                   make_policy(settings.get("policy", DEFAULTS["policy"])), **kwargs)
 
     @property
     def epoch(self) -> int:

@@ -1,7 +1,8 @@
 """The Dynamic Distributor's parameters (the paper's Table 1) plus metric, mode, when the
 first period ends and how long it waits for the app to report a commanded epoch.
 
-The period D is not here: the engine counts periods, and only the loop that calls
+Their defaults are the ``[distributor]`` table of config/default.toml, the one place Table 1 is
+written down. The period D is not here: the engine counts periods, and only the loop that calls
 ``Engine.end_period`` every D seconds needs to know how long one is.
 """
 
@@ -10,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+
+import config
+
+DEFAULTS = config.defaults()["distributor"]
 
 METRICS = ("LB", "DB")
 MODES = ("dynamic", "observe")
@@ -23,17 +28,17 @@ FIRST_PERIODS = ("min-items", "full")
 class Params:
     """Table 1 defaults; ``metric`` LB = processing time, DB = item counts."""
 
-    metric: str = "LB"
-    mode: str = "dynamic"
-    threshold: float = 0.5
-    min_items: int = 1000
-    wait_periods: int = 3
-    min_improvement: float = 0.3
-    first_period: str = "min-items"
+    metric: str = DEFAULTS["metric"]
+    mode: str = DEFAULTS["mode"]
+    threshold: float = DEFAULTS["threshold"]
+    min_items: int = DEFAULTS["min_items"]
+    wait_periods: int = DEFAULTS["wait_periods"]
+    min_improvement: float = DEFAULTS["min_improvement"]
+    first_period: str = DEFAULTS["first_period"]
     # Periods the engine waits for the app to report an epoch it commanded (or restored) before
     # it gives up on it and re-synchronises with the epoch the app does report. Not the paper's:
     # its distributor trusts every command to be applied.
-    resync_periods: int = 6
+    resync_periods: int = DEFAULTS["resync_periods"]
 
     def __post_init__(self) -> None:
         for name, allowed in (("metric", METRICS), ("mode", MODES),

@@ -37,16 +37,19 @@ class RunFailed(RuntimeError):
     """A run did not complete; the message points at its logs."""
 
 
+TABLE1 = config.defaults()["distributor"]  # config/default.toml: the paper's Table 1
+
+
 @dataclass(frozen=True)
 class DistributorSettings:
     """Distributor parameters for every run (the paper's Table 1 unless overridden)."""
 
-    period: str = "10s"
-    min_items: int = 1000
-    wait_periods: int = 3
-    threshold: float = 0.5
-    min_improvement: float = 0.3
-    first_period: str = "min-items"
+    period: str = f"{TABLE1['period']:g}s"
+    min_items: int = TABLE1["min_items"]
+    wait_periods: int = TABLE1["wait_periods"]
+    threshold: float = TABLE1["threshold"]
+    min_improvement: float = TABLE1["min_improvement"]
+    first_period: str = TABLE1["first_period"]
 
 
 def _env(address: str, state: Path) -> dict[str, str]:
