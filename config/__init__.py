@@ -19,6 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.choices import (
+    DISTRIBUTOR_MODES,
+    FIRST_PERIODS,
+    JOINS,
+    METRICS,
+    PARTITIONERS,
+    POLICIES,
+    STRATEGIES,
+)
 from config.embedded import running_address
 
 DEFAULT_FILE = Path(__file__).with_name("default.toml")
@@ -176,15 +185,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.app_id", "app", "GEOPS_APP_ID", "--app-id", _str,
             "name of this app instance in metrics and matches"),
     Setting("app.strategy", "app", "GEOPS_APP_STRATEGY", "--strategy", _str,
-            "subscription partitioning strategy", choices=("sPS", "sPIS", "RIhPS", "RIsPS")),
+            "subscription partitioning strategy", choices=STRATEGIES.names),
     Setting("app.join", "app", "GEOPS_APP_JOIN", "--join", _str,
-            "where the join runs: static-local or stream-local", choices=("STAL", "STRL")),
+            "where the join runs: static-local or stream-local", choices=JOINS.names),
     Setting("app.workers", "app", "GEOPS_APP_WORKERS", "--workers", _int,
             "join workers W (0 = all executor cores)", check=_between(0, MAX_APP_SHAPE)),
     Setting("app.partitions", "app", "GEOPS_APP_PARTITIONS", "--partitions", _int,
             "static partitions P", check=_between(1, MAX_APP_SHAPE)),
     Setting("app.partitioner", "app", "GEOPS_APP_PARTITIONER", "--partitioner", _str,
-            "spatial partitioner", choices=("kdbtree", "quadtree", "grid")),
+            "spatial partitioner", choices=PARTITIONERS.names),
     Setting("app.trigger", "app", "GEOPS_APP_TRIGGER", "--trigger", parse_duration,
             "micro-batch trigger interval, e.g. 500ms", check=_positive),
     Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
@@ -201,11 +210,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
-            "load metric: LB (processing time) or DB (item counts)", choices=("LB", "DB")),
+            "load metric: LB (processing time) or DB (item counts)", choices=METRICS.names),
     Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
-            "dynamic commands rebalances; observe only reports", choices=("dynamic", "observe")),
+            "dynamic commands rebalances; observe only reports",
+            choices=DISTRIBUTOR_MODES.names),
     Setting("distributor.policy", "distributor", "GEOPS_DISTRIBUTOR_POLICY", "--policy", _str,
-            "redistribution policy"),
+            "redistribution policy", choices=POLICIES.names),
     Setting("distributor.threshold", "distributor", "GEOPS_DISTRIBUTOR_THRESHOLD", "--threshold",
             _float, "MLDC threshold", check=_at_least(0.0)),
     Setting("distributor.min_items", "distributor", "GEOPS_DISTRIBUTOR_MIN_ITEMS", "--min-items",
@@ -219,7 +229,7 @@ SETTINGS: tuple[Setting, ...] = (
             check=_at_least(0.0)),
     Setting("distributor.first_period", "distributor", "GEOPS_DISTRIBUTOR_FIRST_PERIOD",
             "--first-period", _str, "when the first period ends: min-items (as soon as M items "
-            "are in) or full (after D, as the paper)", choices=("min-items", "full")),
+            "are in) or full (after D, as the paper)", choices=FIRST_PERIODS.names),
     Setting("distributor.resync_periods", "distributor", "GEOPS_DISTRIBUTOR_RESYNC_PERIODS",
             "--resync-periods", _int, "periods to wait for the app to report a commanded epoch "
             "before re-synchronising with the epoch it does report", check=_at_least(1)),

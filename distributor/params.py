@@ -13,15 +13,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import config
+from config.choices import DISTRIBUTOR_MODES, FIRST_PERIODS, METRICS
 
 DEFAULTS = config.defaults()["distributor"]
-
-METRICS = ("LB", "DB")
-MODES = ("dynamic", "observe")
 # When the first period ends: as soon as M items are in (our default), or after the full D as
 # every later period (the paper). Judging a skewed start ~D sooner is what lets one rebalance pay
 # off in a short run; later periods, and every condition, are the paper's.
-FIRST_PERIODS = ("min-items", "full")
 
 
 @dataclass(frozen=True)
@@ -41,10 +38,11 @@ class Params:
     resync_periods: int = DEFAULTS["resync_periods"]
 
     def __post_init__(self) -> None:
-        for name, allowed in (("metric", METRICS), ("mode", MODES),
+        for name, allowed in (("metric", METRICS), ("mode", DISTRIBUTOR_MODES),
                               ("first_period", FIRST_PERIODS)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be one of {allowed.names}, got "
+                                 f"{getattr(self, name)!r}")
         for name in ("threshold", "min_improvement"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not (

@@ -37,7 +37,6 @@ from config import BY_PATH, Config, ConfigError
 from config.exitcodes import EXIT_FAILED, EXIT_OK
 from distributor.engine import Engine, PeriodResult
 from distributor.params import Params
-from distributor.policies import POLICIES
 from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
 from kafkaio.control import newest_command
 from kafkaio.offsets import EndOffsets
@@ -69,9 +68,6 @@ def build_engine(cfg: Config) -> Engine:
                 Params(**{param.name: settings[param.name]})
             except ValueError as exc:
                 raise _config_error(f"distributor.{param.name}", str(exc)) from None
-    if settings["policy"] not in POLICIES:
-        raise _config_error("distributor.policy", f"unknown policy {settings['policy']!r}; "
-                                                  f"known: {', '.join(sorted(POLICIES))}")
     if settings["period"] <= 0:
         raise _config_error("distributor.period", f"must be positive, got {settings['period']}")
     return Engine.from_settings(settings, app_id=cfg["app.app_id"])

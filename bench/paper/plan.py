@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from config import choices
+from geops.strategies import KINDS
+
 MODES: dict[str, tuple[str, str]] = {
     "Static STRL": ("STRL", "static"),
     "Static STAL": ("STAL", "static"),
@@ -17,7 +20,7 @@ MODES: dict[str, tuple[str, str]] = {
     "Dynamic LB STRL": ("STRL", "LB"),
     "Dynamic DB STRL": ("STRL", "DB"),
 }
-PIPELINES = ("sPS", "sPIS", "RIhPS", "RIsPS")
+PIPELINES = choices.STRATEGIES.names
 SKEWS = (0.5, 0.6, 0.7, 0.8, 0.9)
 BALANCED = 0.5  # one hot worker of two
 # Hash partitioning spreads a spatially skewed stream evenly: RIhPS can only be balanced.
@@ -68,12 +71,12 @@ class RunSpec:
 # About 75-80 s of streaming in the fastest mode, measured here with the code of 2026-11-25
 # (a balanced Dynamic LB STAL run per pipeline), so that a faster machine still streams >= 60 s;
 # the same number of batches per run as before (~20-33), each a few seconds of join work.
-FULL_SIZES = {
+FULL_SIZES = choices.STRATEGIES.table({
     "sPS": Sizes(10_000, 440_000, 13_200),
     "sPIS": Sizes(10_000, 756_000, 36_000),
     "RIhPS": Sizes(10_000, 420_000, 21_000),
     "RIsPS": Sizes(10_000, 672_000, 32_000),
-}
+})
 QUICK_SIZES = Sizes(2_000, 12_000, 3_000)
 # The paper's method streams each run for at least this long; shorter runs are diluted more by
 # the skewed start before a rebalance (the harness warns, --scale lengthens them).
@@ -94,12 +97,13 @@ def scaled(sizes: dict[str, Sizes], factor: float) -> dict[str, Sizes]:
 def full_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
               modes: tuple[str, ...] = tuple(MODES), skews: tuple[float, ...] = SKEWS,
               sizes: dict[str, Sizes] | None = None) -> list[RunSpec]:
-    """Every pipeline x mode x skew x repeat; RIhPS only at the skews hashing allows."""
+    """Every pipeline x mode x skew x repeat; a hashing pipeline (RIhPS) only at the skews
+    hashing allows."""
     sizes = sizes or FULL_SIZES
     runs = []
     for repeat in range(repeats):
         for pipeline in pipelines:
-            allowed = HASH_SKEWS if pipeline == "RIhPS" else skews
+            allowed = skews if KINDS[pipeline].spatial else HASH_SKEWS
             for skew in skews:
                 if skew not in allowed:
                     continue
@@ -110,7 +114,7 @@ def full_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
 
 # Labels of the first-period A/B; the Dynamic runs' label ends with the first period.
 AB_LABEL = "ab"
-FIRST_PERIODS = ("min-items", "full")
+FIRST_PERIODS = choices.FIRST_PERIODS.names
 
 
 def first_period_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,

@@ -1,7 +1,7 @@
 """Redistribution policies, chosen by name (``--policy``).
 
-To add one (LLFD/Mixed, hot-partition replication, ...), implement ``Policy`` in its own module
-and list its factory in ``POLICIES``.
+To add one (LLFD/Mixed, hot-partition replication, ...), implement ``Policy`` in its own module,
+name it in ``config/choices.py`` (``POLICIES``) and list its factory here.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from config import choices
 from distributor.policies.base import Policy
 from distributor.policies.greedy import GreedyPolicy
 
-POLICIES: dict[str, Callable[..., Policy]] = {
+POLICIES: dict[str, Callable[..., Policy]] = choices.POLICIES.table({
     "greedy": GreedyPolicy,
-}
+})
 
 
 def make_policy(name: str, **options: Any) -> Policy:

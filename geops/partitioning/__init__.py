@@ -9,19 +9,37 @@ distributor all build it with ``build_partitioner(kind, subs, P, sample_seed=0)`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import shapely
 
+from config.choices import PARTITIONERS
 from geops.model import Subscriptions
 from geops.partitioning.grid import build_grid
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.quadtree import build_quadtree, quadtree_leaves
 from geops.partitioning.tree import SpatialPartitioner
 
-PARTITIONERS: tuple[str, ...] = ("kdbtree", "quadtree", "grid")
+__all__ = ["KINDS", "PARTITIONERS", "SpatialPartitioner", "build_partitioner",
+           "hash_partition", "quadtree_leaves", "sample_size"]
 
-__all__ = ["PARTITIONERS", "SpatialPartitioner", "build_partitioner", "hash_partition",
-           "quadtree_leaves", "sample_size"]
+
+@dataclass(frozen=True)
+class Kind:
+    """What builds one partitioner: ``build(sample centres or None, frame, P)``."""
+
+    build: Callable[[np.ndarray | None, np.ndarray, int], SpatialPartitioner]
+    sampled: bool  # from a sample of subscription centres; else from the frame alone
+
+
+KINDS: dict[str, Kind] = PARTITIONERS.table({
+    "kdbtree": Kind(build_kdbtree, sampled=True),
+    "quadtree": Kind(build_quadtree, sampled=True),
+    "grid": Kind(lambda _centers, frame, num_partitions: build_grid(frame, num_partitions),
+                 sampled=False),
+})
 
 
 def sample_size(num_subscriptions: int, num_partitions: int) -> int:
@@ -37,9 +55,7 @@ def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
     ``quadtree_leaves(num_partitions)`` (the smallest 1 + 3k ≥ P). With no subscriptions the
     boundary is the unit square at the origin.
     """
-    if kind not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {kind!r}; expected one of "
-                         f"{', '.join(PARTITIONERS)}")
+    chosen = KINDS[PARTITIONERS.check(kind)]
     if num_partitions < 1:
         raise ValueError(f"need at least one partition, got {num_partitions}")
     bounds = shapely.bounds(subs.geoms) if len(subs) else np.empty((0, 4))
@@ -48,8 +64,8 @@ def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
                           bounds[:, 2].max(), bounds[:, 3].max()])
     else:
         frame = np.array([0.0, 0.0, 1.0, 1.0])
-    if kind == "grid":
-        return build_grid(frame, num_partitions)
+    if not chosen.sampled:
+        return chosen.build(None, frame, num_partitions)
     order = np.lexsort((bounds[:, 3], bounds[:, 2], bounds[:, 1], bounds[:, 0], subs.ids))
     rng = np.random.default_rng(sample_seed)
     pick = np.sort(rng.choice(len(order), sample_size(len(order), num_partitions),
@@ -57,9 +73,7 @@ def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
     sample = bounds[order[pick]]
     centers = np.column_stack([(sample[:, 0] + sample[:, 2]) / 2,
                                (sample[:, 1] + sample[:, 3]) / 2])
-    if kind == "kdbtree":
-        return build_kdbtree(centers, frame, num_partitions)
-    return build_quadtree(centers, frame, num_partitions)
+    return chosen.build(centers, frame, num_partitions)
 
 
 def hash_partition(ids: np.ndarray, num_partitions: int) -> np.ndarray:

@@ -10,13 +10,13 @@ found intersecting it.
 from __future__ import annotations
 
 from geops.strategies.local import BatchMatches, LocalRunner
-from geops.strategies.matchers import PartitionMatcher, load_partition
+from geops.strategies.matchers import PartitionMatcher
 from geops.strategies.merge import merge, pairs_to_csr
 from geops.strategies.routers import CandidateRouter, SpatialRouter
-from geops.strategies.strategy import STRATEGIES, Strategy, build_strategy
+from geops.strategies.strategy import KINDS, STRATEGIES, Strategy, build_strategy, load_partition
 from geops.strategies.types import PartialMatches, Routed, Router
 
-__all__ = ["STRATEGIES", "BatchMatches", "CandidateRouter", "LocalRunner", "PartialMatches",
-           "PartitionMatcher", "Routed", "Router", "SpatialRouter", "Strategy",
+__all__ = ["KINDS", "STRATEGIES", "BatchMatches", "CandidateRouter", "LocalRunner",
+           "PartialMatches", "PartitionMatcher", "Routed", "Router", "SpatialRouter", "Strategy",
            "build_strategy", "load_partition", "merge", "pairs_to_csr"]
 

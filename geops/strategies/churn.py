@@ -26,7 +26,7 @@ import shapely
 
 from geops.model import Relation, Subscriptions
 from geops.strategies import payload
-from geops.strategies.strategy import Strategy
+from geops.strategies.strategy import KINDS, Strategy
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class LiveSubscriptions:
 
     @property
     def has_router_index(self) -> bool:
-        return self.strategy.name in ("RIhPS", "RIsPS")
+        return KINDS[self.strategy.name].candidates
 
     def disjoint_ids(self) -> np.ndarray:
         """Sorted ids of the live DISJOINT subscriptions."""

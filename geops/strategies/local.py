@@ -12,9 +12,9 @@ import numpy as np
 
 from geops.model import Subscriptions
 from geops.strategies.churn import LiveSubscriptions, apply_deltas
-from geops.strategies.matchers import PartitionMatcher, load_partition
+from geops.strategies.matchers import PartitionMatcher
 from geops.strategies.merge import merge
-from geops.strategies.strategy import Strategy
+from geops.strategies.strategy import Strategy, load_partition
 
 
 @dataclass

@@ -24,7 +24,6 @@ import numpy as np
 from geops.index import PartitionIndex
 from geops.model import Relation, Subscriptions
 from geops.relations import Shapes, evaluate
-from geops.strategies import payload
 from geops.strategies.types import PartialMatches
 
 _SCAN_PAIRS = 1 << 20  # sPS builds its all-pairs product in slices of about this many pairs
@@ -35,6 +34,11 @@ class PartitionMatcher(ABC):
 
     def __init__(self, index: PartitionIndex):
         self.index = index
+
+    @classmethod
+    def load(cls, subs: Subscriptions, cell: np.ndarray) -> PartitionMatcher:
+        """The matcher of one partition's subscriptions (``cell``: its part of the plane)."""
+        return cls(PartitionIndex(subs, tree=False))
 
     @property
     def num_subscriptions(self) -> int:
@@ -96,6 +100,10 @@ class IndexedMatcher(PartitionMatcher):
         super().__init__(index)
         self.cell = np.asarray(cell, np.float64)
 
+    @classmethod
+    def load(cls, subs: Subscriptions, cell: np.ndarray) -> IndexedMatcher:
+        return cls(PartitionIndex(subs, tree=True), cell)
+
     def _pairs(self, pubs, cand_offsets, cand_ids):
         if not len(pubs) or not len(self.index):
             return
@@ -123,14 +131,3 @@ class CandidateMatcher(PartitionMatcher):
         if known.any():
             yield item[known], slot[known]
 
-
-def load_partition(strategy_name: str, data: bytes) -> PartitionMatcher:
-    """Decode a partition payload and build what its strategy matches with (on the worker)."""
-    subs, cell = payload.decode(data)
-    if strategy_name == "sPS":
-        return ScanMatcher(PartitionIndex(subs, tree=False))
-    if strategy_name == "sPIS":
-        return IndexedMatcher(PartitionIndex(subs, tree=True), cell)
-    if strategy_name in ("RIhPS", "RIsPS"):
-        return CandidateMatcher(PartitionIndex(subs, tree=False))
-    raise ValueError(f"unknown strategy {strategy_name!r}; expected sPS, sPIS, RIhPS or RIsPS")

@@ -1,25 +1,77 @@
-"""Building a strategy: which subscriptions go to which static partition, and its router.
+"""Building a strategy: which subscriptions go to which static partition, its router, and
+what matches a partition. ``KINDS`` is the table of the four (names: ``config.choices``):
 
-| strategy | subscriptions in partitions                   | router                              |
-|----------|-----------------------------------------------|-------------------------------------|
-| sPS      | every cell the envelope touches (replicated)  | spatial partitioner                 |
-| sPIS     | as sPS                                        | spatial partitioner                 |
-| RIhPS    | ``id mod P`` (one partition each)             | replicated R-tree, (id mod P, id)   |
-| RIsPS    | the lowest cell the envelope touches (one)    | replicated R-tree, (that cell, id)  |
+| strategy | subscriptions in partitions           | router                             | matcher |
+|----------|---------------------------------------|------------------------------------|---------|
+| sPS      | every cell it touches (replicated)    | spatial partitioner                | scan    |
+| sPIS     | as sPS                                | spatial partitioner                | R-tree  |
+| RIhPS    | ``id mod P`` (one partition each)     | replicated R-tree, (id mod P, id)  | ids     |
+| RIsPS    | the lowest cell it touches (one)      | replicated R-tree, (that cell, id) | ids     |
+
+(scan: every subscription of the partition; R-tree: the partition's own; ids: the candidate ids
+the router attached to each item.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import shapely
 
+from config.choices import STRATEGIES
 from geops.model import Relation, Subscriptions
 from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner, hash_partition
 from geops.strategies import payload
+from geops.strategies.matchers import (
+    CandidateMatcher,
+    IndexedMatcher,
+    PartitionMatcher,
+    ScanMatcher,
+)
 from geops.strategies.routers import CandidateRouter, SpatialRouter
 from geops.strategies.types import Router
 
-STRATEGIES: tuple[str, ...] = ("sPS", "sPIS", "RIhPS", "RIsPS")
+# (subscriptions, spatial partitioner or None, P) -> (subscription index, partition) pairs
+Placement = Callable[[Subscriptions, SpatialPartitioner | None, int],
+                     tuple[np.ndarray, np.ndarray]]
+
+
+def _hashed(subs: Subscriptions, _spatial: SpatialPartitioner | None,
+            num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(len(subs), dtype=np.int64), hash_partition(subs.ids, num_partitions)
+
+
+def _every_cell(subs: Subscriptions, spatial: SpatialPartitioner | None,
+                _num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    return spatial.place(subs.geoms)
+
+
+def _lowest_cell(subs: Subscriptions, spatial: SpatialPartitioner | None,
+                 _num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    members, pids = spatial.place(subs.geoms)
+    # one cell each: place() sorts by partition, so the first is lowest
+    first = np.r_[True, members[1:] != members[:-1]][: len(members)]
+    return members[first], pids[first]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What builds one strategy."""
+
+    place: Placement               # the partitioning rule
+    spatial: bool                  # placed by a spatial partitioner (else ids are hashed)
+    candidates: bool               # routed by a replicated R-tree that attaches candidate ids
+    matcher: type[PartitionMatcher]
+
+
+KINDS: dict[str, Kind] = STRATEGIES.table({
+    "sPS": Kind(_every_cell, spatial=True, candidates=False, matcher=ScanMatcher),
+    "sPIS": Kind(_every_cell, spatial=True, candidates=False, matcher=IndexedMatcher),
+    "RIhPS": Kind(_hashed, spatial=False, candidates=True, matcher=CandidateMatcher),
+    "RIsPS": Kind(_lowest_cell, spatial=True, candidates=True, matcher=CandidateMatcher),
+})
 
 
 class Strategy:
@@ -43,7 +95,7 @@ class Strategy:
     def place_subscriptions(self, subs: Subscriptions) -> tuple[np.ndarray, np.ndarray]:
         """(subscription index, partition) of every partition ``subs`` belong to under this
         strategy's rule, e.g. to route subscriptions that arrive while running."""
-        return _members(self.name, subs, self.partitioner, self.num_partitions)
+        return KINDS[self.name].place(subs, self.partitioner, self.num_partitions)
 
     def subscriptions(self) -> Subscriptions:
         """The subscriptions the strategy was built from."""
@@ -80,22 +132,19 @@ def build_strategy(name: str, subs: Subscriptions, num_partitions: int,
     RIhPS hashes ids and ignores the partitioner; the others build ``partitioner`` with
     ``build_partitioner`` (so a quadtree's actual count is ``Strategy.num_partitions``).
     """
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
-    if partitioner not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {partitioner!r}; expected one of "
-                         f"{', '.join(PARTITIONERS)}")
+    kind = KINDS[STRATEGIES.check(name)]
+    PARTITIONERS.check(partitioner)
     if num_partitions < 1:
         raise ValueError(f"need at least one partition, got {num_partitions}")
     if len(np.unique(subs.ids)) != len(subs):
         raise ValueError("subscription ids must be unique")
-    if name == "RIhPS":
-        spatial, p = None, num_partitions
-    else:
+    if kind.spatial:
         spatial = build_partitioner(partitioner, subs, num_partitions, sample_seed=sample_seed)
         p = spatial.num_partitions
-    members, pids = _members(name, subs, spatial, p)
-    if name in ("RIhPS", "RIsPS"):
+    else:
+        spatial, p = None, num_partitions
+    members, pids = kind.place(subs, spatial, p)
+    if kind.candidates:
         router: Router = CandidateRouter(subs.ids[members], shapely.bounds(subs.geoms[members]),
                                          pids, p)
     else:
@@ -103,13 +152,7 @@ def build_strategy(name: str, subs: Subscriptions, num_partitions: int,
     return Strategy(name, subs, p, members, pids, router, spatial)
 
 
-def _members(name: str, subs: Subscriptions, spatial: SpatialPartitioner | None,
-             num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(subscription index, partition) pairs: the strategy's partitioning rule."""
-    if spatial is None:
-        return np.arange(len(subs), dtype=np.int64), hash_partition(subs.ids, num_partitions)
-    members, pids = spatial.place(subs.geoms)
-    if name == "RIsPS":  # one cell each: place() sorts by partition, so the first is lowest
-        first = np.r_[True, members[1:] != members[:-1]][: len(members)]
-        members, pids = members[first], pids[first]
-    return members, pids
+def load_partition(strategy_name: str, data: bytes) -> PartitionMatcher:
+    """Decode a partition payload and build what its strategy matches with (on the worker)."""
+    subs, cell = payload.decode(data)
+    return KINDS[STRATEGIES.check(strategy_name)].matcher.load(subs, cell)

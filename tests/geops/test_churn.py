@@ -12,10 +12,9 @@ import shapely
 
 from geops.model import Relation, Subscriptions
 from geops.oracle import oracle_match
-from geops.strategies import build_strategy
+from geops.strategies import build_strategy, load_partition
 from geops.strategies.churn import LiveSubscriptions, apply_deltas
 from geops.strategies.local import LocalRunner
-from geops.strategies.matchers import load_partition
 
 STRATEGIES = ("sPS", "sPIS", "RIhPS", "RIsPS")
 
