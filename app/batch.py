@@ -24,8 +24,10 @@ from app.metrics import PartitionLoad, latency_stats
 from app.offsetlog import batch_end_offsets, batch_ranges
 from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
+from app.subscriptions import SubscriptionFeed
 from app.tasks import JoinContext, RouteContext, join, read_decode_route
 from geops.strategies import PartialMatches, Strategy, merge
+from geops.strategies.churn import LiveSubscriptions
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import DataLoss, KafkaOutage
 from kafkaio.sender import Sender
@@ -35,6 +37,11 @@ from schemas.match_encoder import encode_matches
 log = logging.getLogger("geops.app")
 
 EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
+# Pending subscription deltas travel with every join task; past this size (or a tenth of the
+# static side) they are folded into the partitions' payloads, and past this many changes the
+# replicated router is sent anew.
+REBASE_BYTES = 4 << 20
+REBASE_ROUTER_DELTAS = 64
 
 
 @dataclass
@@ -66,7 +73,8 @@ class BatchRunner:
     def __init__(self, *, app_id: str, strategy: Strategy, router: Broadcast, join_mode: str,
                  workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
-                 read_policy: ReadPolicy | None = None):
+                 read_policy: ReadPolicy | None = None,
+                 feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -80,7 +88,9 @@ class BatchRunner:
         self.checkpoint = checkpoint
         self.read_policy = read_policy or ReadPolicy()
         self.sc = static.sc
-        self.disjoint = strategy.disjoint_ids()
+        self.feed = feed
+        self.live = live
+        self.disjoint = live.disjoint_ids() if live is not None else strategy.disjoint_ids()
         self.partitions = strategy.num_partitions
         self.sender = Sender(kafka_conf, outage_limit=self.read_policy.outage_limit)
         self.codec = codec()
@@ -108,15 +118,42 @@ class BatchRunner:
             "partitions_moved": move.partitions, "bytes": move.bytes,
             "duration_ms": move.duration_ms, "time": _now_ms()})
 
+    def _apply_subscriptions(self, batch_id: int) -> None:
+        """The subscription changes recorded for this batch, applied incrementally."""
+        if self.feed is None or self.live is None:
+            return
+        change = self.feed.changes(batch_id)
+        if not change:
+            return
+        result = self.live.apply(change.upserts, change.deletes)
+        self.disjoint = self.live.disjoint_ids()
+        log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
+                 "changed; %d live)", batch_id, result.added, result.updated, result.removed,
+                 len(result.partitions), len(self.live))
+        if self.live.pending_bytes() > max(REBASE_BYTES, self.static.total_bytes // 10):
+            seq = self.live.seq
+            self.static.rebase(self.live.rebase(), seq)
+        if len(self.live.router_pending) > REBASE_ROUTER_DELTAS:
+            old = self.router
+            self.router = self.sc.broadcast(self.live.router())
+            self.live.router_pending.clear()
+            old.unpersist()
+
     def _run(self, batch_id: int) -> None:
         started = _now_ms()
         t0 = time.perf_counter()
         self._apply_control(batch_id)
+        self._apply_subscriptions(batch_id)
         state = self.state
+        live = self.live
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.topics.dead_letter,
-                                 self.kafka_conf, self.app_id, self.read_policy)
-        join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency())
+                                 self.kafka_conf, self.app_id, self.read_policy,
+                                 tuple(live.router_pending) if live is not None else ())
+        join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
+                               tuple(self.static.base_seq),
+                               {p: tuple(d) for p, d in live.pending.items()}
+                               if live is not None else {})
         parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
         # At most one read task per core: a task costs more than reading a range.
         read = self.sc.parallelize(parts, max(1, min(len(parts), self.sc.defaultParallelism)))
@@ -185,7 +222,8 @@ class BatchRunner:
             "join_stage_ms": busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
             "latency_mean_ms": mean,
             "latency_p50_ms": p50, "latency_p99_ms": p99,
-            "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id)})
+            "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
+            "subscription_offsets": self.feed.offsets() if self.feed is not None else {}})
         self.sender.flush()
         state.batches += 1
         state.records += records

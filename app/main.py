@@ -91,8 +91,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.offsetlog import initial_offsets_path
     from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
-    from app.subscriptions import load_subscriptions
+    from app.subscriptions import SubscriptionFeed
     from geops.strategies import build_strategy
+    from geops.strategies.churn import LiveSubscriptions
     from kafkaio.clients import KafkaUnavailable, check_reachable
     from schemas.assignment import initial_assignment
 
@@ -100,10 +101,12 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
                     cfg.topic("control"), cfg.topic("dead_letter"))
     app_id = cfg["app.app_id"]
+    checkpoint = checkpoint_dir(cfg)
+    feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
+                            cfg["kafka.outage_limit"], topics.dead_letter, app_id)
     try:
         check_reachable(kafka_conf)
-        subs, report = load_subscriptions(kafka_conf, cfg.topic("subscriptions"),
-                                          cfg["kafka.outage_limit"])
+        subs, report = feed.initial()
     except KafkaUnavailable as exc:
         log.error("%s", exc)
         return getattr(exc, "exit_code", EXIT_FAILED)
@@ -141,13 +144,12 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     static = StaticSide(sc, strategy, cfg["app.join"], workers, assignment, epoch)
     log.info("static data: %d bytes in %d partitions", static.total_bytes, partitions)
     state = BatchState(epoch, assignment)
-    checkpoint = checkpoint_dir(cfg)
     policy = ReadPolicy(cfg["kafka.outage_limit"], cfg["app.on_data_loss"])
     runner = BatchRunner(app_id=app_id, strategy=strategy,
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         read_policy=policy)
+                         read_policy=policy, feed=feed, live=LiveSubscriptions(strategy, subs))
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     spark.dataSource.register(KafkaSource)
     reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
@@ -195,6 +197,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
             log.error("%s", message)
     finally:
         runner.close(abandon=code != EXIT_OK)
+        feed.close()
         control.close()
         static.close()
         log.info("stopped after %d batches, %d records", state.batches, state.records)

@@ -51,16 +51,33 @@ class StaticSide:
         self.payloads = [strategy.partition_payload(p) for p in range(self.partitions)]
         self.assignment = list(assignment)
         self.since = [epoch] * self.partitions  # epoch each partition became resident
+        self.base_seq = [0] * self.partitions   # last subscription change in each payload
         self.rdd: RDD | None = None
-        if join == "STAL":
-            records = [(assignment[p], ("Z", p, self.payloads[p])) for p in
+        self._place()
+
+    def _place(self) -> None:
+        """Cache the payloads: on their owners (STAL) or at home (STRL)."""
+        if self.join == "STAL":
+            records = [(self.assignment[p], ("Z", p, self.payloads[p])) for p in
                        range(self.partitions)]
-            self.rdd = self._cache(self.sc.parallelize(records, max(1, workers))
-                                   .partitionBy(workers, by_worker))
+            self.rdd = self._cache(self.sc.parallelize(records, max(1, self.workers))
+                                   .partitionBy(self.workers, by_worker))
         else:
             home = [(p, self.payloads[p]) for p in range(self.partitions)]
-            self.rdd = self.sc.parallelize(home, max(1, workers)).persist(StorageLevel.MEMORY_ONLY)
-            self.rdd.count()
+            self.rdd = self._cache(self.sc.parallelize(home, max(1, self.workers)))
+
+    def rebase(self, payloads: dict[int, bytes], seq: int) -> None:
+        """Fold subscription changes into the cached payloads (``seq``: the newest change
+        they include). Resident indexes that applied the changes stay; owners do not change."""
+        if not payloads:
+            return
+        for pid, data in payloads.items():
+            self.payloads[pid] = data
+            self.base_seq[pid] = seq
+        old = self.rdd
+        self._place()
+        if old is not None:
+            old.unpersist()
 
     @property
     def total_bytes(self) -> int:

@@ -50,6 +50,7 @@ class RouteContext:
     kafka_conf: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
     read_policy: Any = None     # app.source.ReadPolicy (outage limit, on data loss)
+    router_deltas: tuple = ()   # subscription changes of the replicated index (RIhPS/RIsPS)
 
 
 class Record(NamedTuple):
@@ -69,6 +70,8 @@ class JoinContext:
     strategy: str
     join: str                               # STAL or STRL
     residency: tuple[tuple[int, int], ...]  # per partition: (static version, residency epoch)
+    base_seq: tuple[int, ...] = ()          # per partition: last change in its payload
+    deltas: dict[int, tuple] = field(default_factory=dict)  # pid: changes since its payload
 
 
 def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -137,7 +140,7 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     time_arr = times[idx]
     wkb_arr = wkbs[idx]
     geoms = geoms[idx]
-    routed = ctx.router.value.route(geoms)
+    routed = ctx.router.value.route(geoms, ctx.router_deltas)
     assignment = ctx.assignment
     for pid, items in routed.by_partition():
         rows_ = items.pub_index
@@ -212,6 +215,7 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
          ) -> Iterator[tuple]:
     """Join the stream items of this worker with its static partitions and match them."""
     from geops.strategies import load_partition
+    from geops.strategies.churn import apply_deltas
 
     started = time.perf_counter_ns()
     payloads: dict[int, bytes] = {}
@@ -231,8 +235,11 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         t0 = time.thread_time_ns()
         builds = shipped = build_ns = 0
         key = ctx.residency[pid]
+        base = ctx.base_seq[pid] if ctx.base_seq else 0
         held = _RESIDENT.get(pid) if ctx.join == "STAL" else None
-        if held is not None and held[0] == key:
+        # A resident index is current up to the changes it applied; one that missed changes
+        # since folded into the payload is built again.
+        if held is not None and held[0] == key and held[1].applied >= base:
             matcher = held[1]
         else:
             payload = payloads.get(pid)
@@ -240,12 +247,15 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
                 raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
                                    f"stream was routed with another assignment")
             matcher = load_partition(ctx.strategy, payload)
+            matcher.applied = base
             builds = 1
             build_ns = time.thread_time_ns() - t0
             if ctx.join == "STAL":
                 _RESIDENT[pid] = (key, matcher)
             else:
                 shipped = len(payload)
+        if pid in ctx.deltas:  # subscription changes since the payload, applied in place
+            matcher.applied = apply_deltas(matcher, ctx.deltas[pid], matcher.applied)
         keys, ids, wkbs, times, offsets, cands = chunks[pid].columns()
         geoms = shapely.from_wkb(wkbs)
         partial = matcher.match(keys, geoms, offsets, cands)

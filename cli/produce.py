@@ -15,10 +15,16 @@ import config
 from cli.common import CommandError, reachable, settings
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
-from geops.geojson import GeoJSONError, Rejected, read_publications, read_subscriptions
+from geops.geojson import (
+    GeoJSONError,
+    Rejected,
+    read_ids,
+    read_publications,
+    read_subscriptions,
+)
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import KafkaOutage
-from kafkaio.sender import produce_records
+from kafkaio.sender import Sender, produce_records
 from schemas.records import MISSING_TIME, publication_records, subscription_records
 
 
@@ -47,6 +53,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     subs.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")
     config.add_arguments(subs, ["kafka", "state", "topics"])
     subs.set_defaults(func=_subscribe)
+
+    unsub = sub.add_parser(
+        "unsubscribe", help="remove subscriptions by id (tombstones on the compacted topic)",
+        description="Write a tombstone (a record with the id as key and no value) for each "
+                    "subscription id: a running app stops matching it from its next batch, "
+                    "and compaction removes it from the topic.")
+    unsub.add_argument("--id", type=_subscription_id, action="append", default=[],
+                       metavar="N", help="a subscription id (repeat for several)")
+    unsub.add_argument("--file", metavar="F",
+                       help="a GeoJSON FeatureCollection: the properties.id of every feature")
+    unsub.add_argument("--topic", metavar="T", help="topic (default: the subscriptions topic)")
+    config.add_arguments(unsub, ["kafka", "state", "topics"])
+    unsub.set_defaults(func=_unsubscribe)
 
 
 def _rate(text: str) -> float:
@@ -101,6 +120,48 @@ def _publish(args: argparse.Namespace) -> int:
         pubs.event_time[:] = MISSING_TIME
     return _produce(args, cfg, "publications", "Publication", list(publication_records(pubs)),
                     rejected)
+
+
+def _subscription_id(text: str) -> int:
+    """argparse type: a subscription id (a 64-bit integer)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer id, got {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"id {text} does not fit in 64 bits")
+    return value
+
+
+def _unsubscribe(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    ids = list(args.id)
+    rejected: list[Rejected] = []
+    if args.file:
+        try:
+            from_file, rejected = read_ids(args.file)
+        except GeoJSONError as exc:
+            raise CommandError(str(exc), 2) from None
+        except OSError as exc:
+            raise _read_error(args.file, exc) from None
+        ids.extend(from_file)
+        _report(rejected, args.file)
+    if not ids:
+        raise CommandError("nothing to unsubscribe: give --id N (repeatable) or --file F", 2)
+    reachable(cfg)
+    topic = args.topic or cfg.topic("subscriptions")
+    sender = Sender(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
+    try:
+        for sid in dict.fromkeys(ids):
+            sender.send(topic, None, key=str(sid).encode())
+        sender.close()
+    except KafkaOutage as exc:
+        raise CommandError(str(exc), exc.exit_code) from None
+    except KafkaUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    print(f"unsubscribed {len(dict.fromkeys(ids))} subscriptions (tombstones on {topic}); "
+          f"rejected {len(rejected)}")
+    return EXIT_REJECTED if rejected else 0
 
 
 def _subscribe(args: argparse.Namespace) -> int:

@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="stop after this long without a new record, e.g. 5s or 500ms "
                              "(a bare number is seconds)")
     parser.add_argument("--max", type=positive_int, metavar="N", help="stop after N records")
+    parser.add_argument("--subscription", type=int, metavar="ID",
+                        help="only the Match records that notify this subscription (one "
+                             "subscriber's view of the matches topic)")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text",
                         help="text (one readable line) or jsonl (one JSON object, the schema's "
                              "field names, geometries as WKT)")
@@ -75,6 +78,8 @@ def _tail(args: argparse.Namespace) -> int:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         print(f"!! {topic}: {msg.error().str()}", file=sys.stderr)
                     continue
+                if args.subscription is not None and not _notifies(c_, msg, args.subscription):
+                    continue
                 out.write(_line(c_, msg, args.format) + "\n")
                 printed += 1
                 if args.max is not None and printed >= args.max:
@@ -85,6 +90,17 @@ def _tail(args: argparse.Namespace) -> int:
     finally:
         c.close()
     return 0
+
+
+def _notifies(c, msg, subscription: int) -> bool:
+    """Whether ``msg`` is a Match record that lists ``subscription``."""
+    if msg.value() is None:
+        return False
+    try:
+        name, record = c.decode(msg.value())
+    except DecodeError:
+        return False
+    return name == "Match" and subscription in record["subscription_ids"]
 
 
 def _line(c, msg, fmt: str) -> str:

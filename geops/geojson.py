@@ -144,6 +144,19 @@ def read_subscriptions(
     return Subscriptions(ids, geoms, rels), keep, rejected
 
 
+def read_ids(path: str | os.PathLike[str]) -> tuple[list[int], list[Rejected]]:
+    """The ``properties.id`` of every feature of a file (geometries are not looked at), and
+    the features whose id is missing or not an integer."""
+    ids, rejected = [], []
+    for i, feature in enumerate(_features(path)):
+        props = feature.get("properties") if isinstance(feature, dict) else None
+        try:
+            ids.append(_int_id(props if isinstance(props, dict) else {}))
+        except ValueError as exc:
+            rejected.append(Rejected(i, str(exc)))
+    return ids, rejected
+
+
 def write_feature_collection(path: str | os.PathLike[str], geoms: np.ndarray,
                              properties: Iterable[dict[str, Any]]) -> None:
     """Write geometries with their properties; geometries are serialised in one GEOS call."""

@@ -147,7 +147,22 @@ def read_to_end(
         ends = with_retry(lambda: probe(topic), outage, f"end offsets of {topic}")
     finally:
         probe.close()
-    begin = {p: (start or {}).get(p, OFFSET_BEGINNING) for p in ends}
+    yield from read_between(client_conf, topic, start or {}, ends, outage_limit)
+
+
+def read_between(
+    client_conf: Mapping[str, str], topic: str, start: Mapping[int, int],
+    ends: Mapping[int, int], outage_limit: float = DEFAULT_OUTAGE_LIMIT,
+) -> Iterator[Message]:
+    """The records of ``topic`` from ``start`` (a partition missing: its beginning) up to, not
+    including, ``ends``, in offset order per partition.
+
+    Offsets that hold no record (compaction, markers) are skipped once a record or the end of
+    the log at or past the end is seen. A broker that stops answering is waited for, up to
+    ``outage_limit``.
+    """
+    outage = Outage(client_conf.get("bootstrap.servers", "?"), outage_limit)
+    begin = {p: start.get(p, OFFSET_BEGINNING) for p in ends}
     todo = {p for p, end in ends.items() if end > 0 and (begin[p] < 0 or begin[p] < end)}
     if not todo:
         return

@@ -172,6 +172,15 @@ class LiveSubscriptions:
             self.router_pending.append(out.router)
         return out
 
+    def router(self):
+        """A new replicated router over the live set (RIhPS / RIsPS), all changes included."""
+        from geops.strategies.routers import CandidateRouter
+
+        ids = np.array(sorted(self._places), np.int64)
+        pids = np.array([self._places[i][0] for i in ids.tolist()], np.int32)
+        geoms = np.array([self._geoms[i] for i in ids.tolist()], object)
+        return CandidateRouter(ids, shapely.bounds(geoms), pids, self.strategy.num_partitions)
+
     def pending_bytes(self) -> int:
         return sum(d.nbytes for deltas in self.pending.values() for d in deltas)
 

@@ -177,3 +177,31 @@ def test_publish_event_time_from_file_or_now(kafka_cfg, capsys, tmp_path):
     times = sorted((p["id"], p["event_time"]) for p in pubs)
     assert times[0] == (1, 1_000)  # from the file
     assert all(t >= before for i, t in times[1:])  # stamped when sent
+
+
+def test_unsubscribe_writes_tombstones_and_tail_shows_one_subscriber(kafka_cfg, capsys,
+                                                                     tmp_path):
+    assert run(capsys, "topics", "create")[0] == 0
+    path = write(tmp_path / "gone.geojson", [feature(7, square(0, 0)), feature(8, None),
+                                             {"type": "Feature", "properties": {}}])
+    code, out, err = run(capsys, "unsubscribe", "--id", "5", "--id", "7", "--file", path)
+    assert code == 3  # the feature without an id is rejected, the others are written
+    assert "unsubscribed 3 subscriptions" in out and "rejected 1" in out
+    assert "missing properties.id" in err
+    tomb = [line for line in run(capsys, "tail", "--topic", "subscriptions",
+                                 "--from-beginning", "--until-idle", "1")[1].splitlines()]
+    assert tomb == ["tombstone key=5", "tombstone key=7", "tombstone key=8"]
+    code, _, err = run(capsys, "unsubscribe")
+    assert code == 2 and "give --id N" in err
+
+    c = codec()
+    sender = Sender(kafka_cfg.kafka_client())
+    for pub, subs in ((1, [3, 9]), (2, [4]), (3, [9])):
+        sender.send(kafka_cfg.topic("matches"), c.encode("Match", {
+            "publication_id": pub, "subscription_ids": subs, "event_time": 1, "match_time": 2,
+            "batch_id": 0, "app_id": "geops"}), key=str(pub).encode())
+    sender.close()
+    code, out, _ = run(capsys, "tail", "--topic", "matches", "--from-beginning",
+                       "--until-idle", "1", "--subscription", "9", "--format", "jsonl")
+    assert code == 0
+    assert [json.loads(line)["publication_id"] for line in out.splitlines()] == [1, 3]

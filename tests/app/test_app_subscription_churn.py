@@ -1,0 +1,172 @@
+"""Subscriptions change while the app runs: each batch is matched against the subscription set
+as of the offsets it recorded (a versioned oracle), for every strategy and join.
+
+A producer thread interleaves publications with subscription changes once the query runs: new
+subscriptions (some DISJOINT, one far outside the partitioner's extent), updates of existing
+ids to a new geometry and relation, tombstones, re-adds of removed ids, and one invalid record
+(dead-lettered). The expected matches of every publication are the oracle's over the set as of
+its batch's ``subscription_offsets``, replayed from the subscriptions topic itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import shapely
+
+from app.main import checkpoint_dir
+from app.offsetlog import initial_offsets_path
+from cli.produce import publication_records, subscription_records
+from geops.model import Relation, Subscriptions
+from geops.oracle import oracle_match
+from geops.workload import generate_workload
+from kafkaio.dump import by_schema
+from kafkaio.offsets import read_to_end
+from kafkaio.sender import Sender
+from schemas import DecodeError, codec
+from tests.app.conftest import matches, metrics, run_app
+from tests.app.live import load_subscriptions_only
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROUNDS = 4
+PER_ROUND = 120
+
+
+def change_rounds(subs: Subscriptions, seed: int):
+    """Per round (upserts, tombstone ids): adds, updates, deletes and re-adds."""
+    rng = np.random.default_rng(seed)
+    pool = generate_workload(seed=seed + 1, subscriptions=40 * ROUNDS, publications=1)
+    fresh = pool.subscriptions
+    live = set(subs.ids.tolist())
+    removed: list[int] = []
+    next_id = 10_000
+    for r in range(ROUNDS):
+        take = fresh.take(np.arange(r * 40, r * 40 + 25))
+        ids = np.arange(next_id, next_id + 20)
+        next_id += 20
+        upd = rng.choice(sorted(live), 5, replace=False)
+        ids = np.concatenate([ids, upd])
+        if removed and r % 2:
+            ids[0] = removed.pop()  # re-add
+        geoms = take.geoms.copy()
+        rels = rng.integers(0, len(Relation), len(ids)).astype(np.int8)
+        rels[:3] = int(Relation.DISJOINT)
+        if r == 1:
+            geoms[3] = shapely.box(5e5, 5e5, 5e5 + 1, 5e5 + 1)  # far outside the extent
+        dels = rng.choice(sorted(live - set(upd.tolist())), 8, replace=False)
+        live = (live - set(dels.tolist())) | set(ids.tolist())
+        removed.extend(dels.tolist())
+        yield Subscriptions(ids, geoms, rels), dels
+
+
+def wait_processed(cfg, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(s["records"] for s in metrics(cfg).get("BatchSummary", [])) < n:
+        assert time.monotonic() < deadline, f"the app did not process {n} publications"
+        time.sleep(0.3)
+
+
+def produce_live(cfg, pubs, subs: Subscriptions, seed: int) -> threading.Thread:
+    c = codec()
+    pub_records = publication_records(pubs)
+
+    def run() -> None:
+        marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
+        while not marker.exists():
+            time.sleep(0.1)
+        sender = Sender(cfg.kafka_client())
+        for r, (ups, dels) in enumerate(change_rounds(subs, seed)):
+            for rec in pub_records[r * PER_ROUND:(r + 1) * PER_ROUND]:
+                sender.send(cfg.topic("publications"), c.encode("Publication", rec),
+                            key=str(rec["id"]).encode())
+            sender.flush()
+            wait_processed(cfg, (r + 1) * PER_ROUND)  # the next change comes between batches
+            for rec in subscription_records(ups):
+                sender.send(cfg.topic("subscriptions"), c.encode("Subscription", rec),
+                            key=str(rec["id"]).encode())
+            for sid in dels.tolist():
+                sender.send(cfg.topic("subscriptions"), None, key=str(sid).encode())
+            if r == 2:
+                sender.send(cfg.topic("subscriptions"), b"\x00not a subscription", key=b"77")
+            sender.flush()
+        for rec in pub_records[ROUNDS * PER_ROUND:]:
+            sender.send(cfg.topic("publications"), c.encode("Publication", rec),
+                        key=str(rec["id"]).encode())
+        sender.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def subscription_set(records: list, ends: dict[str, int]) -> Subscriptions:
+    """The live set after the subscriptions topic's records before ``ends``."""
+    c = codec()
+    latest: dict[int, tuple | None] = {}
+    for msg in records:
+        if msg.offset() >= ends.get(str(msg.partition()), 0):
+            continue
+        if msg.value() is None:
+            latest[int(msg.key())] = None
+            continue
+        try:
+            rec = c.decode_as("Subscription", msg.value())
+        except DecodeError:  # the invalid record, dead-lettered by the app
+            continue
+        latest[rec["id"]] = (shapely.from_wkb(rec["geometry"]), int(Relation[rec["relation"]]))
+    live = sorted((k, v) for k, v in latest.items() if v is not None)
+    return Subscriptions(np.array([k for k, _ in live], np.int64),
+                         np.array([v[0] for _, v in live], object),
+                         np.array([v[1] for _, v in live], np.int8))
+
+
+@pytest.mark.parametrize("join", ["STAL", "STRL"])
+@pytest.mark.parametrize("strategy", ["sPS", "sPIS", "RIhPS", "RIsPS"])
+def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
+    w = generate_workload(seed=61, subscriptions=300, publications=(ROUNDS + 1) * PER_ROUND)
+    rels = w.subscriptions.relations.copy()
+    rels[::10] = int(Relation.DISJOINT)
+    subs = Subscriptions(w.subscriptions.ids, w.subscriptions.geoms, rels)
+    load_subscriptions_only(kafka_cfg.with_overrides({"topics.publications.partitions": "2"}),
+                            subs)
+    thread = produce_live(kafka_cfg, w.publications, subs, seed=7)
+    assert run_app("--strategy", strategy, "--join", join, "--partitions", "8",
+                   "--stop-after-idle", "4s") == 0
+    thread.join(30)
+
+    summaries = [s for s in metrics(kafka_cfg)["BatchSummary"] if s["records"]]
+    assert sum(s["records"] for s in summaries) == len(w.publications)
+    versions = {tuple(sorted(s["subscription_offsets"].items())) for s in summaries}
+    assert len(versions) >= 3, "the changes were not applied while the stream ran"
+    sub_records = list(read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("subscriptions")))
+    pubs = {(m.partition(), m.offset()): int(codec().decode_as("Publication", m.value())["id"])
+            for m in read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("publications"))}
+    geom_of = dict(zip(w.publications.ids.tolist(), w.publications.geoms, strict=True))
+    expected: dict[int, tuple[int, ...]] = {}
+    previous: dict[str, int] = {}
+    for s in sorted(summaries, key=lambda s: s["batch_id"]):
+        ends = s["source_end_offsets"]
+        ids = [pid for (p, o), pid in pubs.items()
+               if previous.get(str(p), 0) <= o < ends.get(str(p), 0)]
+        previous = ends
+        live = subscription_set(sub_records, s["subscription_offsets"])
+        keys, offsets, found = oracle_match(live, np.array(ids, np.int64),
+                                            np.array([geom_of[i] for i in ids], object))
+        expected.update({int(k): tuple(found[offsets[i]:offsets[i + 1]].tolist())
+                         for i, k in enumerate(keys)})
+    got = matches(kafka_cfg)
+    assert all(len(v) == 1 for v in got.values())
+    assert {k: v[0] for k, v in got.items()} == expected
+    dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
+    assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")]
+    per_version = defaultdict(int)
+    for s in summaries:
+        per_version[tuple(sorted(s["subscription_offsets"].items()))] += s["records"]
+    print(f"\n{strategy} {join}: {len(summaries)} batches over {len(versions)} subscription "
+          f"versions; {len(expected)} publications matched")
