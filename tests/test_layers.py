@@ -1,0 +1,90 @@
+"""The packages form layers, and every import points down (docs/architecture.md).
+
+    cli -> bench -> app, distributor -> kafkaio, geops -> schemas, config
+
+A module may import its own package and any package of a lower layer, never a package of its
+own layer or of one above; imports inside functions count like any other. Each module is read
+with ``ast``, nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("cli",),
+    ("bench",),
+    ("app", "distributor"),
+    ("kafkaio", "geops"),
+    ("schemas", "config"),
+)
+RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
+
+# Imports that break the rule today, each with the reason and who removes it. Keep it empty.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("bench/live/harness.py", "cli"): "produce_records and subscription_records from "
+    "cli.produce: import them from kafkaio.sender and schemas.records (owner of bench/live)",
+}
+
+# Third-party packages a layer must not need: the core runs without Spark or Kafka, and only
+# the app runs on Spark.
+FORBIDDEN = {
+    "geops": {"pyspark", "confluent_kafka"},
+    "schemas": {"pyspark", "confluent_kafka"},
+    "config": {"pyspark", "confluent_kafka"},
+    "kafkaio": {"pyspark"},
+    "distributor": {"pyspark"},
+}
+
+
+def modules(pkg: str) -> list[Path]:
+    return sorted(p for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every absolute import in a module, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(RANK), "place new packages in LAYERS (and docs/architecture.md)"
+
+
+@pytest.mark.parametrize("pkg", list(RANK))
+def test_imports_point_down(pkg: str) -> None:
+    wrong = []
+    for path in modules(pkg):
+        rel = path.relative_to(ROOT).as_posix()
+        for line, top in imported(path):
+            if top == pkg or top not in RANK or RANK[top] > RANK[pkg]:
+                continue
+            if (rel, top) not in EXCEPTIONS:
+                where = "its own layer" if RANK[top] == RANK[pkg] else "a layer above"
+                wrong.append(f"{rel}:{line} imports {top} ({where})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("pkg", sorted(FORBIDDEN))
+def test_lower_layers_need_neither_spark_nor_kafka(pkg: str) -> None:
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports {top}" for path in modules(pkg)
+             for line, top in imported(path) if top in FORBIDDEN[pkg]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\ndef f():\n    from cli.main import main\n"
+                      "    import app.tasks\n    from . import sibling\n")
+    assert imported(module) == [(1, "os"), (4, "cli"), (5, "app")]
