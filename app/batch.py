@@ -20,8 +20,9 @@ from pyspark import Broadcast
 from pyspark.sql import DataFrame
 
 from app.control import ControlChannel
-from app.metrics import PartitionLoad, latency_stats
+from app.metrics import latency_stats
 from app.offsetlog import batch_end_offsets, batch_ranges
+from app.records import Busy, Matched, PartitionLoad, Presence, ReadStats, Stopped
 from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
@@ -172,26 +173,22 @@ class BatchRunner:
         records = dead = 0
         busiest_ns = 0
         for rec in out:
-            if rec[0] == "X":
-                raise EXPECTED_FAILURES[rec[1]](rec[2])
+            if isinstance(rec, Stopped):
+                raise EXPECTED_FAILURES[rec.kind](rec.message)
         for rec in out:
-            tag = rec[0]
-            if tag == "M":
-                partials.append(rec[2])
-                known_keys.append(rec[3])
-                known_ids.append(rec[4])
-                known_times.append(rec[5])
-            elif tag == "L":
-                loads[rec[1]] = PartitionLoad(*rec[1:])
-            elif tag == "P":
-                known_keys.append(rec[1])
-                known_ids.append(rec[2])
-                known_times.append(rec[3])
-            elif tag == "S":
-                records += rec[1]
-                dead += rec[2]
-            elif tag == "W":
-                busiest_ns = max(busiest_ns, rec[2])
+            if isinstance(rec, Matched):
+                partials.append(rec.partial)
+            if isinstance(rec, Matched | Presence):  # the publications matches are for
+                known_keys.append(rec.keys)
+                known_ids.append(rec.ids)
+                known_times.append(rec.event_ms)
+            elif isinstance(rec, PartitionLoad):
+                loads[rec.partition] = rec
+            elif isinstance(rec, ReadStats):
+                records += rec.records
+                dead += rec.dead_letters
+            elif isinstance(rec, Busy):
+                busiest_ns = max(busiest_ns, rec.busy_ns)
         t_write = time.perf_counter()
         keys, ids, times = _unique_keys(known_keys, known_ids, known_times)
         mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),

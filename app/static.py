@@ -1,7 +1,8 @@
 """The static side of the join: where each static partition lives and how it reaches the join.
 
-Both modes key records by worker and partition them with ``by_worker``, so the static records
-and the stream items of worker w meet in the w-th task of one co-partitioned, narrow union.
+Both modes key records (``app.records.StaticPartition``) by worker and partition them with
+``by_worker``, so the static records and the stream items of worker w meet in the w-th task of
+one co-partitioned, narrow union. Which mode keeps partitions resident: ``app.joins``.
 
 - **STAL** keeps each partition in Spark's cache on its owner (partitioned by the
   assignment), so only stream items cross the network per batch. The join task also keeps
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 from pyspark import RDD, SparkContext, StorageLevel
 
+from app.joins import JOIN_MODES
+from app.records import StaticPartition
 from geops.strategies import Strategy
 from schemas.assignment import moves_between
 
@@ -45,6 +48,7 @@ class StaticSide:
                  assignment: list[int], epoch: int, version: int = 1):
         self.sc = sc
         self.join = join
+        self.resident = JOIN_MODES[join].resident
         self.workers = workers
         self.version = version
         self.partitions = strategy.num_partitions
@@ -57,8 +61,8 @@ class StaticSide:
 
     def _place(self) -> None:
         """Cache the payloads: on their owners (STAL) or at home (STRL)."""
-        if self.join == "STAL":
-            records = [(self.assignment[p], ("Z", p, self.payloads[p])) for p in
+        if self.resident:
+            records = [(self.assignment[p], StaticPartition(p, self.payloads[p])) for p in
                        range(self.partitions)]
             self.rdd = self._cache(self.sc.parallelize(records, max(1, self.workers))
                                    .partitionBy(self.workers, by_worker))
@@ -96,24 +100,24 @@ class StaticSide:
         """Adopt a new assignment; in STAL move the partitions whose owner changed."""
         moved = [p for p, _, _ in moves_between(self.assignment, assignment)]
         t0 = time.perf_counter()
-        if self.join == "STAL" and moved:
+        if self.resident and moved:
             owners = list(assignment)
             old = self.rdd
-            self.rdd = self._cache(old.map(lambda kv: (owners[kv[1][1]], kv[1]))
+            self.rdd = self._cache(old.map(lambda kv: (owners[kv[1].partition], kv[1]))
                                    .partitionBy(self.workers, by_worker))
             old.unpersist()
         for p in moved:
             self.since[p] = epoch
         self.assignment = list(assignment)
-        shipped = sum(len(self.payloads[p]) for p in moved) if self.join == "STAL" else 0
+        shipped = sum(len(self.payloads[p]) for p in moved) if self.resident else 0
         return Move(epoch, moved, shipped, (time.perf_counter() - t0) * 1000)
 
     def for_batch(self) -> RDD:
         """Worker-keyed static records for this batch's join, under the current assignment."""
-        if self.join == "STAL":
+        if self.resident:
             return self.rdd
         owners = list(self.assignment)
-        return (self.rdd.map(lambda kv: (owners[kv[0]], ("Z", kv[0], kv[1])))
+        return (self.rdd.map(lambda kv: (owners[kv[0]], StaticPartition(kv[0], kv[1])))
                 .partitionBy(self.workers, by_worker))
 
     def close(self) -> None:

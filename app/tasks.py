@@ -1,21 +1,7 @@
 """What runs inside Spark tasks: decode + route on the stream side, join + match per worker.
 
-Records crossing the shuffle are keyed by target worker and tagged:
-
-- ``("I", pid, keys, ids, wkbs, event_ms, cand_offsets, cand_ids)`` stream items for one static
-  partition, column-wise (one record per partition per input task, not one per item);
-- ``("P", keys, ids, event_ms)`` every valid publication of an input task, sent only when
-  DISJOINT subscriptions exist (they match publications that reach no partition);
-- ``("S", records, dead_letters)`` input-task statistics;
-- ``("X", kind, message)`` a read task stopped on an expected condition (``KafkaOutage`` or
-  ``DataLoss``), raised by the driver;
-- ``("Z", pid, payload)`` a static partition (from the cache in STAL, shipped each batch in
-  STRL).
-
-The join task returns ``("M", pid, PartialMatches, matched_keys, matched_ids, matched_event_ms)``
-and
-``("L", load)`` per partition it handled, plus the "P"/"S" records unchanged, and one
-``("W", worker, busy_ns)``.
+Records crossing the shuffle are keyed by target worker; what each kind holds is in
+``app.records``.
 """
 
 from __future__ import annotations
@@ -29,6 +15,17 @@ from typing import Any, NamedTuple
 import numpy as np
 import shapely
 
+from app.joins import JOIN_MODES
+from app.records import (
+    Busy,
+    Items,
+    Matched,
+    PartitionLoad,
+    Presence,
+    ReadStats,
+    StaticPartition,
+    Stopped,
+)
 from geops.model import geometry_problems
 from schemas import codec
 from schemas.publication_decoder import decode_publications
@@ -68,7 +65,7 @@ class JoinContext:
     """What a join task needs: which static partitions it owns and how to key their memo."""
 
     strategy: str
-    join: str                               # STAL or STRL
+    join: str                               # a name of config.choices.JOINS
     residency: tuple[tuple[int, int], ...]  # per partition: (static version, residency epoch)
     base_seq: tuple[int, ...] = ()          # per partition: last change in its payload
     deltas: dict[int, tuple] = field(default_factory=dict)  # pid: changes since its payload
@@ -99,7 +96,7 @@ def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple
     except (KafkaOutage, DataLoss) as exc:
         # An expected condition, not a task failure: the driver raises it once, with its one
         # line (a failed task would be logged with its traceback by every layer of Spark).
-        return iter([(0, ("X", type(exc).__name__, str(exc)))])
+        return iter([(0, Stopped(type(exc).__name__, str(exc)))])
     if lost:  # skipped with --on-data-loss continue: one dead letter per lost range
         _dead_letter(ctx, [(Record(g.topic, g.partition, g.start, None, None),
                             data_loss_message(g)) for g in lost])
@@ -131,7 +128,7 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
                 dead.append((rows[decoded[i]], reason))
     if dead:
         _dead_letter(ctx, dead)
-    yield 0, ("S", count, len(dead))
+    yield 0, ReadStats(count, len(dead))
     if not good.any():
         return
     idx = np.flatnonzero(good)
@@ -144,13 +141,13 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     assignment = ctx.assignment
     for pid, items in routed.by_partition():
         rows_ = items.pub_index
-        yield assignment[pid], ("I", pid, key_arr[rows_], id_arr[rows_], wkb_arr[rows_],
-                                time_arr[rows_], items.cand_offsets, items.cand_ids)
+        yield assignment[pid], Items(pid, key_arr[rows_], id_arr[rows_], wkb_arr[rows_],
+                                     time_arr[rows_], items.cand_offsets, items.cand_ids)
     if ctx.with_presence:
         target = key_arr % ctx.workers
         for w in np.unique(target):
             sel = target == w
-            yield int(w), ("P", key_arr[sel], id_arr[sel], time_arr[sel])
+            yield int(w), Presence(key_arr[sel], id_arr[sel], time_arr[sel])
 
 
 def _dead_letter(ctx: RouteContext, dead: list[tuple[Any, str]]) -> None:
@@ -189,14 +186,14 @@ class _Chunks:
     offsets: list[np.ndarray] = field(default_factory=list)
     cands: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, keys, ids, wkbs, times, offsets, cands) -> None:
-        self.keys.append(keys)
-        self.ids.append(ids)
-        self.wkbs.append(wkbs)
-        self.times.append(times)
-        if offsets is not None:
-            self.offsets.append(offsets)
-            self.cands.append(cands)
+    def add(self, items: Items) -> None:
+        self.keys.append(items.keys)
+        self.ids.append(items.ids)
+        self.wkbs.append(items.wkbs)
+        self.times.append(items.event_ms)
+        if items.cand_offsets is not None:
+            self.offsets.append(items.cand_offsets)
+            self.cands.append(items.cand_ids)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any, Any]:
         keys = np.concatenate(self.keys)
@@ -220,12 +217,12 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
     started = time.perf_counter_ns()
     payloads: dict[int, bytes] = {}
     chunks: dict[int, _Chunks] = defaultdict(_Chunks)
+    resident = JOIN_MODES[ctx.join].resident
     for _, rec in records:
-        tag = rec[0]
-        if tag == "I":
-            chunks[rec[1]].add(*rec[2:])
-        elif tag == "Z":
-            payloads[rec[1]] = rec[2]
+        if isinstance(rec, Items):
+            chunks[rec.partition].add(rec)
+        elif isinstance(rec, StaticPartition):
+            payloads[rec.partition] = rec.payload
         else:
             yield rec
     for pid in sorted(chunks):
@@ -236,7 +233,7 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         builds = shipped = build_ns = 0
         key = ctx.residency[pid]
         base = ctx.base_seq[pid] if ctx.base_seq else 0
-        held = _RESIDENT.get(pid) if ctx.join == "STAL" else None
+        held = _RESIDENT.get(pid) if resident else None
         # A resident index is current up to the changes it applied; one that missed changes
         # since folded into the payload is built again.
         if held is not None and held[0] == key and held[1].applied >= base:
@@ -250,7 +247,7 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
             matcher.applied = base
             builds = 1
             build_ns = time.thread_time_ns() - t0
-            if ctx.join == "STAL":
+            if resident:
                 _RESIDENT[pid] = (key, matcher)
             else:
                 shipped = len(payload)
@@ -263,12 +260,12 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         order = np.argsort(keys, kind="stable")
         pos = order[np.searchsorted(keys, matched, sorter=order)]
         ns = time.thread_time_ns() - t0
-        if ctx.join == "STAL":
+        if resident:
             ns -= build_ns  # a one-off of the residency, not load of this batch's items
-        yield ("M", pid, partial, matched, ids[pos], times[pos])
-        yield ("L", pid, worker, len(keys), ns, partial.candidates, len(partial.keys), builds,
-               shipped, build_ns)
-    if ctx.join == "STAL":
+        yield Matched(pid, partial, matched, ids[pos], times[pos])
+        yield PartitionLoad(pid, worker, len(keys), ns, partial.candidates, len(partial.keys),
+                            builds, shipped, build_ns)
+    if resident:
         for pid in [p for p, (k, _) in _RESIDENT.items() if k != ctx.residency[p]]:
             del _RESIDENT[pid]
-    yield ("W", worker, time.perf_counter_ns() - started)
+    yield Busy(worker, time.perf_counter_ns() - started)

@@ -10,7 +10,7 @@ builds it (or the reverse) fails when that package is imported, and its tests fa
 |---|---|
 | ``STRATEGIES`` | ``geops.strategies.strategy.KINDS`` (placement, router, matcher) |
 | ``PARTITIONERS`` | ``geops.partitioning.BUILDERS`` |
-| ``JOINS`` | the app (``app.static``, ``app.tasks``) |
+| ``JOINS`` | ``app.joins.JOIN_MODES`` (whether partitions stay resident) |
 | ``POLICIES`` | ``distributor.policies.POLICIES`` |
 | ``METRICS``, ``DISTRIBUTOR_MODES``, ``FIRST_PERIODS`` | ``distributor.params.Params`` |
 """

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import shapely
 
+from app.records import Items, Presence, ReadStats
 from app.tasks import KEY_PARTITION_SHIFT, Record, RouteContext, decode_route
 from geops.strategies import build_strategy
 from geops.workload import generate_workload
@@ -29,7 +30,7 @@ def test_every_publication_reaches_the_owners_of_its_partitions(strategy):
                        workers=2, with_presence=True, dead_letter_topic="dead")
     out = list(decode_route(ctx, iter(rows)))
 
-    assert out[0] == (0, ("S", len(rows), 0))
+    assert out[0] == (0, ReadStats(len(rows), 0))
     by_key = {(row.partition << KEY_PARTITION_SHIFT) | row.offset: rec
               for row, rec in zip(rows, records, strict=True)}
     expected = router.route(wl.publications.geoms)
@@ -37,14 +38,15 @@ def test_every_publication_reaches_the_owners_of_its_partitions(strategy):
                   zip(expected.pub_index, expected.partition, strict=True))
     got, present = [], []
     for worker, rec in out[1:]:
-        if rec[0] == "P":
-            present += rec[1].tolist()
-            assert (rec[1] % 2 == worker).all()
+        if isinstance(rec, Presence):
+            present += rec.keys.tolist()
+            assert (rec.keys % 2 == worker).all()
             continue
-        tag, pid, keys, ids, wkbs, times, _, _ = rec
-        assert tag == "I" and worker == assignment[pid] and keys.dtype == np.int64
-        for key, pub_id, wkb, t in zip(keys.tolist(), ids.tolist(), wkbs, times.tolist(),
-                                       strict=True):
+        assert isinstance(rec, Items) and worker == assignment[rec.partition]
+        pid = rec.partition
+        assert rec.keys.dtype == np.int64
+        for key, pub_id, wkb, t in zip(rec.keys.tolist(), rec.ids.tolist(), rec.wkbs,
+                                       rec.event_ms.tolist(), strict=True):
             src = by_key[key]
             assert (pub_id, t) == (src["id"], src["event_time"])
             assert shapely.equals(shapely.from_wkb(wkb), shapely.from_wkb(src["geometry"]))

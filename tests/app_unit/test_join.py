@@ -1,0 +1,69 @@
+"""A join task outside Spark: the stream items and static partitions of each worker, matched,
+with the named records it returns (``app.records``)."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import app.tasks
+from app.records import Busy, Items, Matched, PartitionLoad, Presence, ReadStats, StaticPartition
+from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
+from geops.oracle import oracle_match
+from geops.strategies import build_strategy, merge
+from geops.workload import generate_workload
+from schemas import codec
+from schemas.records import publication_records
+
+
+@pytest.fixture(autouse=True)
+def no_resident_partitions():
+    app.tasks._RESIDENT.clear()
+    yield
+    app.tasks._RESIDENT.clear()
+
+
+@pytest.mark.parametrize(("strategy", "mode"), [("sPIS", "STAL"), ("RIsPS", "STRL")])
+def test_the_workers_join_tasks_find_the_oracles_matches(strategy, mode) -> None:
+    wl = generate_workload(seed=5, subscriptions=200, publications=300)
+    built = build_strategy(strategy, wl.subscriptions, 8)
+    assignment = tuple(p % 2 for p in range(built.num_partitions))
+    rows = [Record("pubs", 0, i, None, codec().encode("Publication", r))
+            for i, r in enumerate(publication_records(wl.publications))]
+    ctx = RouteContext(router=types.SimpleNamespace(value=built.router()),
+                       assignment=assignment, workers=2, with_presence=True,
+                       dead_letter_topic="dead")
+    routed = list(decode_route(ctx, rows))
+    residency = tuple((1, 0) for _ in range(built.num_partitions))
+    join_ctx = JoinContext(strategy, mode, residency)
+    out = []
+    for worker in (0, 1):
+        static = [(worker, StaticPartition(p, built.partition_payload(p)))
+                  for p in range(built.num_partitions) if assignment[p] == worker]
+        stream = [(w, rec) for w, rec in routed if w == worker]
+        got = list(join(join_ctx, worker, static + stream))
+        assert isinstance(got[-1], Busy) and got[-1].worker == worker
+        out += got
+
+    loads = [r for r in out if isinstance(r, PartitionLoad)]
+    items = {}
+    for _, rec in routed:
+        if isinstance(rec, Items):
+            items[rec.partition] = items.get(rec.partition, 0) + len(rec.keys)
+    assert {load.partition: load.items for load in loads} == items
+    assert all(load.worker == assignment[load.partition] and load.index_builds == 1
+               for load in loads)
+    assert all((load.static_bytes > 0) == (mode == "STRL") for load in loads)
+    assert sum(r.records for r in out if isinstance(r, ReadStats)) == len(rows)
+    presence = np.concatenate([r.keys for r in out if isinstance(r, Presence)])
+
+    keys, offsets, sub_ids = merge(presence, [r.partial for r in out if isinstance(r, Matched)],
+                                   built.disjoint_ids())
+    want_keys, want_offsets, want_ids = oracle_match(wl.subscriptions, np.arange(len(rows)),
+                                                     wl.publications.geoms)
+    assert keys.tolist() == want_keys.tolist()
+    assert offsets.tolist() == want_offsets.tolist() and sub_ids.tolist() == want_ids.tolist()
+    if mode == "STAL":  # the built indexes stay in this process for the next batch
+        assert set(resident_partitions()) == set(range(built.num_partitions))
