@@ -53,12 +53,15 @@ def _session(cfg: Config):
     conf = SparkConf()
     if not conf.contains("spark.master"):
         conf.setMaster(cfg["spark.master"])
-    for key, value in cfg["spark.conf"].items():
+    ui = {"spark.ui.enabled": "true" if cfg["spark.ui"] == "on" else "false"}
+    for key, value in {**ui, **cfg["spark.conf"]}.items():
         if not conf.contains(key):
             conf.set(key, str(value))
     conf.setAppName(f"geops-{cfg['app.app_id']}")
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if spark.sparkContext.uiWebUrl:
+        log.info("Spark UI at %s", spark.sparkContext.uiWebUrl)
     # Working through a backlog, every batch outlasts the trigger interval; Spark would warn
     # about it once per batch.
     jvm = spark.sparkContext._jvm

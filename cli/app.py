@@ -1,9 +1,15 @@
 """`geops app`: run the streaming app through the venv's spark-submit.
 
 Options are checked here first (bad values fail fast, without starting a JVM), then
-``spark-submit [--master M] app/main.py <the same options>`` runs with this interpreter as
-the Python of the driver and of every executor. Spark options go in ``[spark.conf]`` of the
-configuration file; on a cluster, executors need this package installed (pip install .).
+``spark-submit --master M [--py-files Z] app/main.py <the same options>`` runs with this
+interpreter as the Python of the driver. Spark options go in ``[spark.conf]`` of the
+configuration file.
+
+Locally (``local``, ``local[N]``) the executors run this interpreter too. On a cluster the app's
+own packages (``APP_PACKAGES``, with their data files) go to the executors with the job, as a
+zip built into ``<state dir>/py-files/`` and passed as ``--py-files``, so executors need only the
+third-party dependencies; their Python is ``PYSPARK_PYTHON`` when set (Spark's convention),
+else this interpreter.
 
 SIGINT and SIGTERM are passed to the Python driver only (app/main.py under the JVM), which
 stops after the current batch and exits 0; a JVM that got them too would tear Spark down under
@@ -16,16 +22,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import importlib.util
+import io
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from cli.common import CommandError
 
 APP_MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
+# What the app imports of this project: app and the layers below it, not the distributor
+# (tests/test_layers.py keeps it so).
+APP_PACKAGES = ("app", "geops", "kafkaio", "schemas", "config")
+SHIPPED_SUFFIXES = (".py", ".avsc", ".toml")  # sources and package data (schemas, defaults)
+LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,8 +73,15 @@ def _run(args: argparse.Namespace) -> int:
     if not cfg.bootstrap_servers():
         raise CommandError("no Kafka bootstrap servers configured")
     argv = args.raw_argv[args.raw_argv.index("app") + 1:]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    cmd = [spark_submit(), "--master", cfg["spark.master"], str(APP_MAIN), *argv]
+    master = cfg["spark.master"]
+    env = dict(os.environ, PYSPARK_DRIVER_PYTHON=sys.executable)
+    cmd = [spark_submit(), "--master", master]
+    if LOCAL_MASTER.fullmatch(master):
+        env["PYSPARK_PYTHON"] = sys.executable
+    else:
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        cmd += ["--py-files", str(packages_zip(cfg.state_dir() / "py-files"))]
+    cmd += [str(APP_MAIN), *argv]
     child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals)
 
     def forward(signum: int, _frame: object) -> None:
@@ -75,6 +98,38 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def packages_zip(folder: Path) -> Path:
+    """A zip of ``APP_PACKAGES`` as installed (sources and data files) in ``folder``, named by
+    its content: built for each launch, written only when that content is new."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in APP_PACKAGES:
+            spec = importlib.util.find_spec(package)
+            if spec is None or not spec.submodule_search_locations:
+                raise CommandError(f"package {package} not found; install the project with "
+                                   f"scripts/test or pip install -e .")
+            home = Path(next(iter(spec.submodule_search_locations)))
+            for path in sorted(home.rglob("*")):
+                if (path.suffix in SHIPPED_SUFFIXES and path.is_file()
+                        and "__pycache__" not in path.parts):
+                    name = (Path(package) / path.relative_to(home)).as_posix()
+                    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, path.read_bytes())
+    data = buffer.getvalue()
+    target = folder / f"geops-packages-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+    if not target.exists():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            partial.replace(target)
+        except OSError as exc:
+            raise CommandError(f"cannot write the packages for the executors to {folder}: "
+                               f"{exc.strerror or exc}") from None
+    return target
 
 
 def _ignore_stop_signals() -> None:

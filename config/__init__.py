@@ -16,6 +16,8 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,9 @@ from config.choices import (
 )
 from config.embedded import running_address
 
-DEFAULT_FILE = Path(__file__).with_name("default.toml")
+# Read through importlib.resources, so that it loads from a zip too (``geops app`` ships the
+# packages to a cluster's executors as one).
+DEFAULT_FILE: Traversable = resources.files(__package__) / "default.toml"
 TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status")
 
 
@@ -209,6 +213,9 @@ SETTINGS: tuple[Setting, ...] = (
             "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
+    Setting("spark.ui", "spark", "GEOPS_SPARK_UI", "--spark-ui", _str,
+            "the Spark UI of the app, at spark.ui.port of [spark.conf] (4040; the next free "
+            "port when it is taken)", choices=("on", "off")),
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
             "load metric: LB (processing time) or DB (item counts)", choices=METRICS.names),
     Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
@@ -306,9 +313,9 @@ class Config:
         return Config(tree)
 
 
-def _read_toml(path: Path, label: str) -> dict[str, Any]:
+def _read_toml(path: Path | Traversable, label: str) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{label}: file not found: {path}") from None

@@ -15,13 +15,16 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-SCHEMA_DIR = Path(__file__).parent
+# Read through importlib.resources, so the schemas load from a zip too (``geops app`` ships the
+# packages to a cluster's executors as one): a Path in a source tree, else a Traversable.
+SCHEMA_DIR: Traversable = resources.files(__package__)
 HISTORY_DIR = SCHEMA_DIR / "history"
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
@@ -66,20 +69,21 @@ def canonical_form(source: dict[str, Any]) -> str:
 
 def schema_names() -> list[str]:
     """Names of the current schemas (one ``.avsc`` file each in ``schemas/``)."""
-    return sorted(p.stem for p in SCHEMA_DIR.glob("*.avsc"))
+    return sorted(p.name.removesuffix(".avsc") for p in SCHEMA_DIR.iterdir()
+                  if p.name.endswith(".avsc"))
 
 
-def read_source(path: Path) -> dict[str, Any]:
-    with open(path) as fh:
-        return json.load(fh)
+def read_source(path: Traversable) -> dict[str, Any]:
+    return json.loads(path.read_text())
 
 
 def history(name: str) -> list[SchemaVersion]:
     """Every released version of a schema, oldest first (``history/<Name>.v<N>.avsc``)."""
-    def version(path: Path) -> int:
-        return int(path.stem.rsplit(".v", 1)[1])
+    def version(path: Traversable) -> int:
+        return int(path.name.removesuffix(".avsc").rsplit(".v", 1)[1])
 
-    files = sorted(HISTORY_DIR.glob(f"{name}.v*.avsc"), key=version)
+    files = sorted((p for p in HISTORY_DIR.iterdir()
+                    if p.name.startswith(f"{name}.v") and p.name.endswith(".avsc")), key=version)
     return [_load(name, version(p), read_source(p)) for p in files]
 
 

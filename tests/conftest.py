@@ -24,8 +24,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def kafka_env(broker: str, state_dir: str, prefix: str) -> dict[str, str]:
-    """Environment that points geops at the test broker with topic names unique to a test."""
-    env = {"GEOPS_BOOTSTRAP_SERVERS": broker, "GEOPS_STATE_DIR": state_dir}
+    """Environment that points geops at the test broker with topic names unique to a test.
+
+    The apps of the tests run without the Spark UI (on by default): no port to find, less work.
+    """
+    env = {"GEOPS_BOOTSTRAP_SERVERS": broker, "GEOPS_STATE_DIR": state_dir,
+           "GEOPS_SPARK_UI": "off"}
     for logical in TOPICS:
         env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
     return env

@@ -83,6 +83,12 @@ def test_lower_layers_need_neither_spark_nor_kafka(pkg: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_app_ships_every_package_it_may_import() -> None:
+    from cli.app import APP_PACKAGES  # the zip `geops app` sends to a cluster's executors
+
+    assert set(APP_PACKAGES) == {"app"} | {pkg for pkg in RANK if RANK[pkg] > RANK["app"]}
+
+
 def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import os\n\ndef f():\n    from cli.main import main\n"

@@ -53,7 +53,9 @@ class DistributorSettings:
 
 
 def _env(address: str, state: Path) -> dict[str, str]:
+    # Without the Spark UI, as every run of the evaluation so far (it was off by default then).
     return {**os.environ, "GEOPS_BOOTSTRAP_SERVERS": address, "GEOPS_STATE_DIR": str(state),
+            "GEOPS_SPARK_UI": "off",
             "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 

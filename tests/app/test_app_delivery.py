@@ -1,4 +1,5 @@
-"""Delivery across a driver crash, and the app on a standalone Spark cluster."""
+"""Delivery across a driver crash, and the app on a standalone Spark cluster whose executors
+have the third-party dependencies but not the project (`geops app` ships it)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.app.conftest import load, matches, metrics, run_app
+from tests.app.conftest import load, matches, metrics
 from tests.app.test_app_control import wait_for_batches
+from tests.isolated import environ_without_pythonpath, python_without_project
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +64,8 @@ def standalone_cluster(tmp_path):
     """A Spark master and two 1-core workers started from the pyspark installation."""
     port = _port()
     master_url = f"spark://127.0.0.1:{port}"
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+    env = {**environ_without_pythonpath(), "SPARK_HOME": str(SPARK_HOME),
+           "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_WORKER_DIR": str(tmp_path), "PYSPARK_PYTHON": sys.executable}
     procs = [subprocess.Popen(
         [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.master.Master",
@@ -96,11 +99,23 @@ def standalone_cluster(tmp_path):
                 os.killpg(p.pid, signal.SIGKILL)
 
 
-def test_standalone_cluster_with_two_executors(workload, kafka_cfg, standalone_cluster):
+def test_standalone_cluster_with_two_executors(workload, kafka_cfg, geops_env,
+                                               standalone_cluster, tmp_path):
+    """`geops app` on the cluster: its executors run a Python that cannot import the project,
+    so the app's code reaches them only in the zip `geops app` passes as --py-files."""
     load(kafka_cfg, workload)
-    code = run_app("--master", standalone_cluster, "--strategy", "RIhPS", "--join", "STAL",
-                   "--max-records-per-trigger", "500")
-    assert code == 0
+    executors = python_without_project(tmp_path)
+    env = {**environ_without_pythonpath(), **geops_env, "PYSPARK_PYTHON": str(executors)}
+    hidden = subprocess.run([executors, "-c", "import geops"], cwd=tmp_path, env=env,
+                            capture_output=True)
+    assert hidden.returncode != 0, "the executors' Python must not see the project"
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "app", "--master", standalone_cluster, "--workers",
+         "2", "--strategy", "RIhPS", "--join", "STAL", "--max-records-per-trigger", "500",
+         "--trigger", "200ms", "--stop-after-idle", "2s"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert list((tmp_path / "state" / "py-files").glob("geops-packages-*.zip"))
     assert {k: v[0] for k, v in matches(kafka_cfg).items()} == workload.oracle
     summaries = metrics(kafka_cfg)["BatchSummary"]
     assert summaries and all(s["workers"] == 2 for s in summaries)
