@@ -219,7 +219,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
             "load metric: LB (processing time) or DB (item counts)", choices=METRICS.names),
     Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
-            "dynamic commands rebalances; observe only reports",
+            "dynamic commands rebalances (Table 1); observe only reports; adaptive commands "
+            "them when the predicted saving pays for the move",
             choices=DISTRIBUTOR_MODES.names),
     Setting("distributor.policy", "distributor", "GEOPS_DISTRIBUTOR_POLICY", "--policy", _str,
             "redistribution policy", choices=POLICIES.names),
@@ -240,6 +241,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.resync_periods", "distributor", "GEOPS_DISTRIBUTOR_RESYNC_PERIODS",
             "--resync-periods", _int, "periods to wait for the app to report a commanded epoch "
             "before re-synchronising with the epoch it does report", check=_at_least(1)),
+    Setting("distributor.min_saving", "distributor", "GEOPS_DISTRIBUTOR_MIN_SAVING",
+            "--min-saving", _float, "adaptive: the smallest saving worth a rebalance, as a "
+            "share of a batch's duration", check=_at_least(0.0)),
+    Setting("distributor.safety_margin", "distributor", "GEOPS_DISTRIBUTOR_SAFETY_MARGIN",
+            "--safety-margin", _float, "adaptive: how many times over the predicted saving "
+            "must pay for the move", check=_at_least(0.0)),
+    Setting("distributor.stability_tolerance", "distributor",
+            "GEOPS_DISTRIBUTOR_STABILITY_TOLERANCE", "--stability-tolerance", _float,
+            "adaptive: how far (total variation of the per-partition load shares) a batch may "
+            "be from the current load pattern before it starts a new one",
+            check=_at_least(0.0)),
     Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
             "--stop-after-idle", parse_duration,
             "stop once no metrics of the app arrived for this long (0 = never)"),

@@ -94,6 +94,7 @@ METRICS = Choices("metric", {
 DISTRIBUTOR_MODES = Choices("mode", {
     "dynamic": "command rebalances",
     "observe": "report MLDC only, never command",
+    "adaptive": "command rebalances when the predicted saving pays for the move",
 })
 FIRST_PERIODS = Choices("first period", {
     "min-items": "the first period ends as soon as M items are in",

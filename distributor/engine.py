@@ -41,12 +41,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distributor.adaptive import AdaptiveModel, Batch, number
 from distributor.detection import Verdict, judge
 from distributor.loads import LONG_MAX, EpochLoads
 from distributor.mldc import assignment_mldc, mldc, worker_loads
 from distributor.params import DEFAULTS, Params
 from distributor.policies import Policy, make_policy
-from distributor.validate import batch_problem, load_problem
+from distributor.validate import batch_problem, load_problem, move_problem
 from schemas.assignment import assignment_problem, initial_assignment, moves_between
 
 REJECT_MALFORMED = "malformed"          # missing field or wrong type: a producer bug
@@ -99,6 +100,11 @@ class Engine:
         self._costs: list[float] = []
         self._held: list[Any] = []    # loads that came before the first BatchSummary
         self._judged = False          # a period with items has been closed
+        # mode adaptive: the cost model, the loads of each batch not yet finished (batch ->
+        # partition -> (worker, ns, items)), and whether a batch finished since the last period
+        self._model: AdaptiveModel | None = None
+        self._pending: dict[int, dict[int, tuple[int, int, int]]] = {}
+        self._due = False
         if partitions is not None or workers is not None:
             if partitions is None or workers is None or partitions < 1 or workers < 1:
                 raise ValueError(f"give both partitions and workers (>= 1), got "
@@ -139,11 +145,23 @@ class Engine:
         return 0 if self._loads is None else self._loads.period_items
 
     @property
+    def adaptive(self) -> bool:
+        """True in mode adaptive: a decision at every batch boundary (``decision_due``)."""
+        return self.params.mode == "adaptive"
+
+    @property
+    def decision_due(self) -> bool:
+        """Mode adaptive: a batch of the app finished since the last ``end_period``; the caller
+        closes a period now (the adaptive decision has no wall-clock period D)."""
+        return self._due
+
+    @property
     def first_period_due(self) -> bool:
         """True when the first period may close now, before its full D: ``first_period`` is
         ``min-items``, no period with items was judged and nothing changed the assignment yet,
         and at least M items (and at least one) are in. Callers close it at a batch boundary."""
-        return (self.params.first_period == "min-items" and not self._judged
+        return (not self.adaptive and self.params.first_period == "min-items"
+                and not self._judged
                 and self._changed_at is None and not self._awaiting
                 and self._loads is not None
                 and self._loads.period_items >= max(1, self.params.min_items))
@@ -201,9 +219,28 @@ class Engine:
                 self.observe_load(record)  # a rejection is counted like any other
         if stale:
             self._note_reported(summary["epoch"])
+            # mode adaptive: a batch ended all the same, so the wait for the commanded epoch is
+            # counted (and may end in a resync) in batches
+            self._due = self._due or (self._model is not None and self._awaiting)
             return self._reject(REJECT_STALE, f"batch of epoch {summary['epoch']}, "
                                 f"in force {self._epoch}")
         self._count("batches")
+        if self._model is not None:
+            self._finish_batch(summary)
+        return None
+
+    def observe_move(self, report: Any) -> str | None:
+        """Learn what moving static data costs from a MoveReport record (mode adaptive; the
+        other modes only check and count it)."""
+        problem = move_problem(report)
+        if problem:
+            return self._reject(REJECT_MALFORMED, f"MoveReport: {problem}")
+        if self.app_id and report["app_id"] != self.app_id:
+            return self._reject(REJECT_FOREIGN, f"app {report['app_id']!r}")
+        self._count("move reports")
+        if self._model is not None:
+            self._model.observe_move(report["partitions_moved"], report["bytes"],
+                                     number(report["duration_ms"]))
         return None
 
     def observe_load(self, record: Any) -> str | None:
@@ -240,6 +277,11 @@ class Engine:
             return self._reject(REJECT_DUPLICATE, f"batch {record['batch_id']} partition {p} "
                                 f"worker {w} seen before")
         self._costs[p] = max(self._costs[p], float(record.get("static_bytes", 0)))
+        if self._model is not None:
+            self._pending.setdefault(record["batch_id"], {})[p] = (
+                w, record["processing_ns"], record["items"])
+            self._model.costs.note_partition(p, record.get("static_bytes", 0),
+                                             record.get("build_ns", 0))
         if self._assignment is not None and self._assignment[p] != w:
             self._count("location mismatch")
         self._total_items += record["items"]
@@ -253,7 +295,11 @@ class Engine:
 
     def end_period(self, now_ms: int) -> PeriodResult:
         """Close the current period: judge its loads and maybe command a redistribution."""
-        result = self._close(now_ms, self._period)
+        if self.adaptive:
+            result = self._close_adaptive(now_ms, self._period)
+        else:
+            result = self._close(now_ms, self._period)
+        self._due = False
         self._period += 1
         return result
 
@@ -305,6 +351,84 @@ class Engine:
             loads.next_period()
         return PeriodResult(status, command)
 
+    def _close_adaptive(self, now_ms: int, period: int) -> PeriodResult:
+        """Mode adaptive: judge the batches so far with the cost model (distributor.adaptive).
+
+        The status's Table 1 fields carry the adaptive conditions: ``threshold`` is
+        ``min_saving``, ``over_threshold`` the saving is worth it, ``enough_items`` the
+        estimate is confident (two batches of the pattern at least), ``cooled_down`` the
+        assignment in force has settled, ``improves_enough`` the saving over the horizon pays
+        for the move; ``worker_loads`` are mean processing ns per batch of the current pattern.
+        """
+        loads, model = self._loads, self._model
+        if loads is None or model is None or self.workers is None:
+            verdict = Verdict(False, False, False, None, "no BatchSummary yet")
+            return PeriodResult(self._status(now_ms, period, [], 0, None, None, verdict,
+                                             "waiting", "no BatchSummary yet: P and W unknown"))
+        items = loads.period_items
+        assignment = self._known_assignment()
+        if self._awaiting:
+            decision, reason = self._waiting(period)
+            verdict = Verdict(False, items > 0, False, None, reason)
+            status = self._status(now_ms, period, [], items, None, None, verdict, decision,
+                                  reason)
+            if decision == "resync":
+                self._resync()
+            else:
+                loads.next_period()
+            return PeriodResult(status)
+        if assignment is None:
+            reason = (f"assignment of epoch {self._epoch} not fully known yet "
+                      f"({len(loads.locations)} of {self.partitions} partitions seen)")
+            verdict = Verdict(False, False, False, None, reason)
+            loads.next_period()
+            return PeriodResult(self._status(now_ms, period, [], items, None, None, verdict,
+                                             "none", reason))
+        judged = model.assess(assignment, self.policy)
+        verdict = Verdict(judged.worth, judged.confident, judged.settled, judged.pays,
+                          judged.reason)
+        self._judged = self._judged or items > 0
+        if judged.rebalance and self._highest >= LAST_EPOCH:
+            decision, reason = "none", (f"all conditions held, but "
+                                        f"{self._last_epoch(self._highest)}")
+        elif judged.rebalance:
+            decision, reason = "rebalance", f"all conditions held: {judged.reason}"
+        else:
+            decision, reason = "none", judged.reason
+        status = self._status(now_ms, period, judged.per_worker, items, judged.mldc,
+                              judged.mldc_predicted, verdict, decision, reason)
+        status["threshold"] = float(self.params.min_saving)
+        if decision != "rebalance":
+            loads.next_period()
+            return PeriodResult(status)
+        assert judged.mldc is not None and judged.mldc_predicted is not None
+        command = self._command(now_ms, assignment, judged.proposal, judged.mldc,
+                                judged.mldc_predicted)
+        command["reason"] = (f"adaptive: {judged.reason}; by policy {self.policy.name}")
+        self._change_epoch(command["epoch"], judged.proposal)
+        self._awaiting = True
+        return PeriodResult(status, command)
+
+    def _finish_batch(self, summary: dict[str, Any]) -> None:
+        """Mode adaptive: the BatchSummary ends its batch; hand the batch to the model."""
+        assert self._model is not None and self.partitions is not None
+        assert self.workers is not None
+        batch_id = summary["batch_id"]
+        parts = self._pending.pop(batch_id, {})
+        for old in [b for b in self._pending if b < batch_id]:  # lost: never finished
+            del self._pending[old]
+        known = self._known_assignment()
+        owners = [parts[p][0] if p in parts else (known[p] if known else 0)
+                  for p in range(self.partitions)]
+        batch = Batch(batch_id, summary["epoch"],
+                      tuple(float(parts[p][1]) if p in parts else 0.0
+                            for p in range(self.partitions)),
+                      tuple(owners), self.workers, sum(v[2] for v in parts.values()),
+                      number(summary.get("duration_ms")), number(summary.get("join_stage_ms")))
+        if self._model.add(batch, summary.get("join") if isinstance(summary.get("join"), str)
+                           else None):
+            self._due = True
+
     def _waiting(self, period: int) -> tuple[str, str]:
         """The decision while awaiting ``epoch``: go on waiting, or resync once it took too
         long and the app reports an older epoch to go back to."""
@@ -348,6 +472,11 @@ class Engine:
         self.partitions, self.workers = partitions, workers
         self._loads = EpochLoads(partitions)
         self._costs = [0.0] * partitions
+        if self.adaptive:
+            p = self.params
+            self._model = AdaptiveModel(partitions, workers, min_saving=p.min_saving,
+                                        safety_margin=p.safety_margin,
+                                        stability_tolerance=p.stability_tolerance)
         if self._assignment is not None and assignment_problem(self._assignment, partitions,
                                                                workers):
             self._assignment = None   # the app cannot run it either; learn what it runs
@@ -366,6 +495,9 @@ class Engine:
             self._assignment = initial_assignment(self.partitions, self.workers)
         if self._loads is not None:
             self._loads.reset()
+        if self._model is not None:
+            self._model.new_epoch()
+        self._pending.clear()
         self._awaiting = False
         self._changed_at = self._period
 

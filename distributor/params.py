@@ -36,6 +36,13 @@ class Params:
     # it gives up on it and re-synchronises with the epoch the app does report. Not the paper's:
     # its distributor trusts every command to be applied.
     resync_periods: int = DEFAULTS["resync_periods"]
+    # Mode adaptive only (distributor.adaptive): the smallest saving worth a rebalance, as a
+    # share of a batch's duration; how many times over the predicted saving must pay for the
+    # move; how far (total variation of the per-partition load shares) a batch may be from
+    # the current load pattern before it starts a new one.
+    min_saving: float = DEFAULTS["min_saving"]
+    safety_margin: float = DEFAULTS["safety_margin"]
+    stability_tolerance: float = DEFAULTS["stability_tolerance"]
 
     def __post_init__(self) -> None:
         for name, allowed in (("metric", METRICS), ("mode", DISTRIBUTOR_MODES),
@@ -43,7 +50,8 @@ class Params:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed.names}, got "
                                  f"{getattr(self, name)!r}")
-        for name in ("threshold", "min_improvement"):
+        for name in ("threshold", "min_improvement", "min_saving", "safety_margin",
+                     "stability_tolerance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not (
                     0 <= value < float("inf")):
@@ -55,6 +63,12 @@ class Params:
         value = self.resync_periods
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"resync_periods must be an integer >= 1, got {value!r}")
+        if self.mode == "adaptive" and self.metric != "LB":
+            raise ValueError("mode adaptive decides on processing time: it needs metric LB, "
+                             f"got {self.metric!r}")
+        if not 0 < self.stability_tolerance <= 1:
+            raise ValueError(f"stability_tolerance must be in (0, 1], got "
+                             f"{self.stability_tolerance!r}")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Params:

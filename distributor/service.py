@@ -173,6 +173,10 @@ class Service:
 
     def _describe(self) -> str:
         p = self.engine.params
+        if self.engine.adaptive:
+            return (f"metric {p.metric}, mode adaptive (judged every batch), policy "
+                    f"{self.engine.policy.name}, min saving {p.min_saving:g} of a batch, safety "
+                    f"margin {p.safety_margin:g}, stability tolerance {p.stability_tolerance:g}")
         return (f"metric {p.metric}, mode {p.mode}, policy {self.engine.policy.name}, threshold "
                 f"{p.threshold}, M={p.min_items}, N={p.wait_periods}, "
                 f"miMLDC={p.min_improvement}, first period {p.first_period}")
@@ -213,13 +217,17 @@ class Service:
     def _loop(self, metrics: Any, sender: Sender, stop: threading.Event) -> None:
         period_end = time.monotonic() + self.period_s
         last_seen = time.monotonic()
+        adaptive = self.engine.adaptive
         while not stop.is_set():
             wait = period_end - time.monotonic()
             for msg in metrics.consume(1000, timeout=POLL_S if wait <= 0 else min(POLL_S, wait)):
                 if self._handle(msg):
                     last_seen = time.monotonic()
             now = time.monotonic()
-            if not self._mid_batch and self.engine.first_period_due:
+            if adaptive:  # judged at every batch boundary: no period D
+                if self.engine.decision_due:
+                    self._end_period(sender)
+            elif not self._mid_batch and self.engine.first_period_due:
                 log.info("closing the first period early: %d item(s) of the app are in (M=%d)",
                          self.engine.period_items, self.engine.params.min_items)
                 self._end_period(sender)
@@ -258,8 +266,12 @@ class Service:
             why = self.engine.observe_batch(record)
             self._mid_batch = self._mid_batch and not ours
         elif name == "MoveReport":
+            why = self.engine.observe_move(record)
+            if why is not None:
+                if ours:
+                    self._skipped.add(why.split(":", 1)[0], f"@{msg.offset()}: {why}")
+                return False
             if ours:
-                self._own["move reports"] += 1
                 log.info("app %r runs epoch %d from batch %d: %d partition(s) moved, %.1f KiB "
                          "in %.0f ms", record["app_id"], record["epoch"], record["batch_id"],
                          len(record["partitions_moved"]), record["bytes"] / 1024,

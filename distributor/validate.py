@@ -25,6 +25,11 @@ _LOAD_FIELDS = (
     ("time", "long", None),
 )
 _LOAD_OPTIONAL = (("static_bytes", "long", 0),)
+_MOVE_FIELDS = (
+    ("app_id", "string", None),
+    ("epoch", "long", 0),
+    ("bytes", "long", 0),
+)
 _BATCH_FIELDS = (
     ("app_id", "string", None),
     ("batch_id", "long", 0),
@@ -72,3 +77,19 @@ def load_problem(record: Any) -> str | None:
 def batch_problem(summary: Any) -> str | None:
     """Why a BatchSummary record is malformed, or None when its fields are usable."""
     return _problem(summary, _BATCH_FIELDS)
+
+
+def move_problem(report: Any) -> str | None:
+    """Why a MoveReport record is malformed, or None when its fields are usable."""
+    problem = _problem(report, _MOVE_FIELDS)
+    if problem:
+        return problem
+    moved = report.get("partitions_moved")
+    if not isinstance(moved, list) or any(isinstance(p, bool) or not isinstance(p, int)
+                                          for p in moved):
+        return f"field 'partitions_moved' is {moved!r:.40}, expected a list of int"
+    duration = report.get("duration_ms")
+    if isinstance(duration, bool) or not isinstance(duration, int | float) or not (
+            0 <= duration < float("inf")):
+        return f"field 'duration_ms' is {duration!r:.40}, expected a finite double >= 0"
+    return None
