@@ -10,9 +10,12 @@ its batch's ``subscription_offsets``, replayed from the subscriptions topic itse
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +24,6 @@ import shapely
 
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
-from cli.produce import publication_records, subscription_records
 from geops.model import Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
@@ -29,6 +31,7 @@ from kafkaio.dump import by_schema
 from kafkaio.offsets import read_to_end
 from kafkaio.sender import Sender
 from schemas import DecodeError, codec
+from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only
 
@@ -74,7 +77,7 @@ def wait_processed(cfg, n: int, timeout: float = 120) -> None:
 
 def produce_live(cfg, pubs, subs: Subscriptions, seed: int) -> threading.Thread:
     c = codec()
-    pub_records = publication_records(pubs)
+    pub_records = list(publication_records(pubs))
 
     def run() -> None:
         marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
@@ -126,6 +129,31 @@ def subscription_set(records: list, ends: dict[str, int]) -> Subscriptions:
                          np.array([v[1] for _, v in live], np.int8))
 
 
+def versioned_oracle(cfg, summaries: list[dict], publications) -> dict[int, tuple[int, ...]]:
+    """The oracle's matches of every publication over the subscription set as of the offsets
+    its batch recorded (the batch found from the publication's offset and the batches' end
+    offsets); a replayed batch has the same offsets, so any of its summaries will do."""
+    sub_records = list(read_to_end(cfg.kafka_client(), cfg.topic("subscriptions")))
+    pubs = {(m.partition(), m.offset()): int(codec().decode_as("Publication", m.value())["id"])
+            for m in read_to_end(cfg.kafka_client(), cfg.topic("publications"))}
+    geom_of = dict(zip(publications.ids.tolist(), publications.geoms, strict=True))
+    by_batch = {s["batch_id"]: s for s in summaries}
+    expected: dict[int, tuple[int, ...]] = {}
+    previous: dict[str, int] = {}
+    for b in sorted(by_batch):
+        s = by_batch[b]
+        ends = s["source_end_offsets"]
+        ids = [pid for (p, o), pid in pubs.items()
+               if previous.get(str(p), 0) <= o < ends.get(str(p), 0)]
+        previous = ends
+        live = subscription_set(sub_records, s["subscription_offsets"])
+        keys, offsets, found = oracle_match(live, np.array(ids, np.int64),
+                                            np.array([geom_of[i] for i in ids], object))
+        expected.update({int(k): tuple(found[offsets[i]:offsets[i + 1]].tolist())
+                         for i, k in enumerate(keys)})
+    return expected
+
+
 @pytest.mark.parametrize("join", ["STAL", "STRL"])
 @pytest.mark.parametrize("strategy", ["sPS", "sPIS", "RIhPS", "RIsPS"])
 def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
@@ -144,29 +172,67 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
     assert sum(s["records"] for s in summaries) == len(w.publications)
     versions = {tuple(sorted(s["subscription_offsets"].items())) for s in summaries}
     assert len(versions) >= 3, "the changes were not applied while the stream ran"
-    sub_records = list(read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("subscriptions")))
-    pubs = {(m.partition(), m.offset()): int(codec().decode_as("Publication", m.value())["id"])
-            for m in read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("publications"))}
-    geom_of = dict(zip(w.publications.ids.tolist(), w.publications.geoms, strict=True))
-    expected: dict[int, tuple[int, ...]] = {}
-    previous: dict[str, int] = {}
-    for s in sorted(summaries, key=lambda s: s["batch_id"]):
-        ends = s["source_end_offsets"]
-        ids = [pid for (p, o), pid in pubs.items()
-               if previous.get(str(p), 0) <= o < ends.get(str(p), 0)]
-        previous = ends
-        live = subscription_set(sub_records, s["subscription_offsets"])
-        keys, offsets, found = oracle_match(live, np.array(ids, np.int64),
-                                            np.array([geom_of[i] for i in ids], object))
-        expected.update({int(k): tuple(found[offsets[i]:offsets[i + 1]].tolist())
-                         for i, k in enumerate(keys)})
+    expected = versioned_oracle(kafka_cfg, summaries, w.publications)
     got = matches(kafka_cfg)
     assert all(len(v) == 1 for v in got.values())
     assert {k: v[0] for k, v in got.items()} == expected
     dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
     assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")]
-    per_version = defaultdict(int)
-    for s in summaries:
-        per_version[tuple(sorted(s["subscription_offsets"].items()))] += s["records"]
     print(f"\n{strategy} {join}: {len(summaries)} batches over {len(versions)} subscription "
           f"versions; {len(expected)} publications matched")
+
+
+def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_path):
+    """The driver dies after a subscription change reached Kafka and before a batch applied
+    it; the restarted app matches every batch against the set its recorded offsets name."""
+    w = generate_workload(seed=62, subscriptions=300, publications=3 * PER_ROUND)
+    subs = w.subscriptions
+    load_subscriptions_only(kafka_cfg, subs)
+    args = [sys.executable, "-m", "cli.main", "app", "--master", "local[2]", "--workers", "2",
+            "--strategy", "sPIS", "--trigger", "200ms", "--partitions", "8",
+            "--stop-after-idle", "4s"]
+    env = {**os.environ, **geops_env}
+    c = codec()
+    records = list(publication_records(w.publications))
+    marker = Path(initial_offsets_path(checkpoint_dir(kafka_cfg)))
+
+    def publish(rows) -> None:
+        sender = Sender(kafka_cfg.kafka_client())
+        for rec in rows:
+            sender.send(kafka_cfg.topic("publications"), c.encode("Publication", rec),
+                        key=str(rec["id"]).encode())
+        sender.close()
+
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not marker.exists():
+                assert first.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            publish(records[:PER_ROUND])
+            wait_processed(kafka_cfg, PER_ROUND)
+            ups, dels = next(change_rounds(subs, seed=3))
+            sender = Sender(kafka_cfg.kafka_client())
+            for rec in subscription_records(ups):
+                sender.send(kafka_cfg.topic("subscriptions"), c.encode("Subscription", rec),
+                            key=str(rec["id"]).encode())
+            for sid in dels.tolist():
+                sender.send(kafka_cfg.topic("subscriptions"), None, key=str(sid).encode())
+            sender.close()
+        finally:
+            # No publication came since the change, so no batch has applied it yet.
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(30)
+    publish(records[PER_ROUND:])
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    summaries = [s for s in metrics(kafka_cfg)["BatchSummary"] if s["records"]]
+    expected = versioned_oracle(kafka_cfg, summaries, w.publications)
+    got = matches(kafka_cfg)
+    assert set(got) == set(expected)
+    for pub, lists in got.items():
+        assert all(found == expected[pub] for found in lists)  # a replay repeats the same
+    versions = {tuple(sorted(s["subscription_offsets"].items())) for s in summaries}
+    assert len(versions) >= 2
