@@ -22,8 +22,8 @@ import distributor.service
 from cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = {"broker", "topics", "publish", "subscribe", "tail", "app", "distributor",
-            "generate", "match", "stats", "bench"}
+COMMANDS = {"broker", "topics", "publish", "subscribe", "unsubscribe", "tail", "app",
+            "distributor", "generate", "match", "stats", "bench"}
 EMPTY = '{"type": "FeatureCollection", "features": []}'
 
 
@@ -114,7 +114,13 @@ CASES = [
     (["subscribe", "--file", "DIR/empty.geojson", "--rate", "fast"], ["--rate", "fast"]),
     (["subscribe", "--file", "DIR/empty.geojson", "--subscriptions-topic", ""],
      ["--subscriptions-topic"]),
+    (["unsubscribe", "--id", "x"], ["--id", "x"]),
+    (["unsubscribe", "--id", str(2**63)], ["--id", str(2**63)]),
+    (["unsubscribe", "--file", "DIR/missing.geojson"], ["DIR/missing.geojson"]),
+    (["unsubscribe", "--file", "DIR/bad.geojson"], ["DIR/bad.geojson"]),
+    (["unsubscribe"], ["--id N"]),
     # tail
+    (["tail", "--topic", "x", "--subscription", "one"], ["--subscription", "one"]),
     (["tail", "--topic", "x", "--max", "0"], ["--max", "0"]),
     (["tail", "--topic", "x", "--max", "-3"], ["--max", "-3"]),
     (["tail", "--topic", "x", "--max", "ten"], ["--max", "ten"]),
