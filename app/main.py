@@ -20,7 +20,14 @@ from types import FrameType
 
 import config
 from config import Config, ConfigError
-from config.exitcodes import EXIT_DATA_LOSS, EXIT_FAILED, EXIT_OK, EXIT_OUTAGE, EXIT_USAGE
+from config.exitcodes import (
+    EXIT_DATA_LOSS,
+    EXIT_FAILED,
+    EXIT_FATAL,
+    EXIT_OK,
+    EXIT_OUTAGE,
+    EXIT_USAGE,
+)
 
 log = logging.getLogger("geops.app")
 
@@ -77,6 +84,20 @@ def _session(cfg: Config):
     return spark
 
 
+def _watch(spark, cfg: Config):
+    """Start the watchdog that ends the driver when its JVM is gone (app/launch.py); warn when
+    the JVM lacks the launch settings of ``geops app``."""
+    from app.launch import Watchdog, launched_by_geops
+
+    if not launched_by_geops(spark.sparkContext._jvm):
+        log.warning("the driver JVM was not started by `geops app`: spark.driver_memory (%s) "
+                    "does not apply, and an OutOfMemoryError may leave it hanging; give "
+                    "spark-submit --driver-memory and --driver-java-options "
+                    "-XX:+ExitOnOutOfMemoryError", cfg["spark.driver_memory"])
+    jsc = spark.sparkContext._jsc
+    return Watchdog(lambda: jsc.sc().isStopped()).start()
+
+
 def starting(status: dict) -> bool:
     """Whether a streaming query is still starting, before its first trigger.
 
@@ -91,6 +112,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import BatchRunner, BatchState, Topics
     from app.control import ControlChannel
+    from app.launch import fatal_failure
     from app.offsetlog import initial_offsets_path
     from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
@@ -119,6 +141,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                   report.records, report.tombstones, report.skipped)
         return EXIT_FAILED
     spark = _session(cfg)
+    watchdog = _watch(spark, cfg)
     sc = spark.sparkContext
     workers = cfg["app.workers"] or sc.defaultParallelism
     t = time.perf_counter()
@@ -137,6 +160,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         recovered = control.recover(cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
         log.error("%s", exc)
+        watchdog.disarm()
         spark.stop()
         return getattr(exc, "exit_code", EXIT_FAILED)
     if recovered is not None:
@@ -196,7 +220,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                     log.info("no input for %.0f s; stopping", quiet)
                 query.stop()
         if query.exception() is not None:
-            code, message = explain_failure(str(query.exception()), checkpoint)
+            text = str(query.exception())
+            fatal = fatal_failure(text, cfg)
+            code, message = (EXIT_FATAL, fatal) if fatal else explain_failure(text, checkpoint)
             log.error("%s", message)
     finally:
         runner.close(abandon=code != EXIT_OK)
@@ -204,6 +230,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         control.close()
         static.close()
         log.info("stopped after %d batches, %d records", state.batches, state.records)
+        watchdog.disarm()
         spark.stop()
     return code
 

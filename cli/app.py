@@ -11,6 +11,13 @@ zip built into ``<state dir>/py-files/`` and passed as ``--py-files``, so execut
 third-party dependencies; their Python is ``PYSPARK_PYTHON`` when set (Spark's convention),
 else this interpreter.
 
+Spark reads some settings only when its JVM starts (in local mode the driver JVM is running
+before the session's settings are applied), so they go to spark-submit (``app/launch.py``):
+``--driver-memory``, ``--driver-java-options`` with ``-XX:+ExitOnOutOfMemoryError``, and
+``[spark.conf]`` as ``--conf``. The JVM's output passes through this process, which recognises a
+fatal error in it (the JVM ends at its first OutOfMemoryError) and ends with one line naming the
+setting to change, exit code 6, instead of an app that hangs.
+
 SIGINT and SIGTERM are passed to the Python driver only (app/main.py under the JVM), which
 stops after the current batch and exits 0; a JVM that got them too would tear Spark down under
 it. So spark-submit starts with both ignored (the JVM then installs no handler for them; the
@@ -34,6 +41,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from app.launch import FatalWatch, spark_submit_args
 from cli.common import CommandError
 
 APP_MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
@@ -81,23 +89,53 @@ def _run(args: argparse.Namespace) -> int:
     else:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         cmd += ["--py-files", str(packages_zip(cfg.state_dir() / "py-files"))]
-    cmd += [str(APP_MAIN), *argv]
-    child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals)
+    cmd += [*spark_submit_args(cfg), str(APP_MAIN), *argv]
+    # The JVM's output passes through here, so that a fatal error in it ends in one line.
+    child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watch = FatalWatch()
+    watch.follow(child.stdout, sys.stdout.buffer)
+    watch.follow(child.stderr, sys.stderr.buffer)
+    signalled: list[int] = []
+    drivers: set[int] = set()
 
     def forward(signum: int, _frame: object) -> None:
-        drivers = driver_pids(child.pid)
+        signalled.append(signum)
+        found = driver_pids(child.pid)
         # Before the driver runs there is nothing to stop cleanly: end spark-submit.
-        targets = [(pid, signum) for pid in drivers] or [(child.pid, signal.SIGKILL)]
+        targets = [(pid, signum) for pid in found] or [(child.pid, signal.SIGKILL)]
         for pid, sig in targets:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return child.wait()
+        while True:
+            try:
+                status = child.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                drivers.update(driver_pids(child.pid))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    watch.join()
+    if signalled:
+        return status
+    code, line = watch.verdict(status, cfg)
+    if line is not None:
+        _end_drivers(drivers)  # a driver whose JVM died would wait for it in vain
+        print(f"geops app: {line}", file=sys.stderr)
+    return code
+
+
+def _end_drivers(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            if str(APP_MAIN).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def packages_zip(folder: Path) -> Path:

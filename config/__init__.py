@@ -124,6 +124,19 @@ def _between(low: int, high: int) -> Callable[[Any], None]:
     return check
 
 
+def _memory(text: Any) -> str:
+    """A JVM memory size such as 4g, 512m or 0: digits and a unit k, m, g or t."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt])?b?\s*", str(text), re.IGNORECASE)
+    if isinstance(text, bool) or not m or (m.group(2) is None and int(m.group(1)) != 0):
+        raise ValueError(f"expected a memory size such as 4g or 512m, got {text!r}")
+    return f"{int(m.group(1))}{(m.group(2) or '').lower()}"
+
+
+def _positive_memory(value: str) -> None:
+    if int(re.match(r"\d+", value).group()) == 0:
+        raise ValueError(f"must be above zero, got {value}")
+
+
 @dataclass(frozen=True)
 class Setting:
     """One scalar setting: where it lives in the file, its env var and flag, how to parse it."""
@@ -216,6 +229,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spark.ui", "spark", "GEOPS_SPARK_UI", "--spark-ui", _str,
             "the Spark UI of the app, at spark.ui.port of [spark.conf] (4040; the next free "
             "port when it is taken)", choices=("on", "off")),
+    Setting("spark.driver_memory", "spark", "GEOPS_SPARK_DRIVER_MEMORY", "--driver-memory",
+            _memory, "heap of the driver JVM (in local mode also the executors'), given to "
+            "spark-submit at launch, e.g. 4g", check=_positive_memory),
+    Setting("spark.executor_memory", "spark", "GEOPS_SPARK_EXECUTOR_MEMORY", "--executor-memory",
+            _memory, "heap of each executor JVM on a cluster (local mode: unused)",
+            check=_positive_memory),
+    Setting("spark.driver_max_result_size", "spark", "GEOPS_SPARK_DRIVER_MAX_RESULT_SIZE",
+            "--driver-max-result-size", _memory, "largest result of one Spark job the driver "
+            "accepts (0 = no limit)"),
+    Setting("spark.driver_java_options", "spark", "GEOPS_SPARK_DRIVER_JAVA_OPTIONS",
+            "--driver-java-options", _str, "extra JVM options of the driver, given to "
+            "spark-submit at launch"),
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
             "load metric: LB (processing time) or DB (item counts)", choices=METRICS.names),
     Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
@@ -259,6 +284,12 @@ SETTINGS: tuple[Setting, ...] = (
 BY_PATH = {s.path: s for s in SETTINGS}
 FREE_TABLES = ("kafka.client", "spark.conf")
 KAFKA_ENV_PREFIX = "GEOPS_KAFKA_"
+# Spark properties with a setting of their own: Spark reads them only when its JVM starts, so
+# ``geops app`` gives them to spark-submit (app/launch.py); in [spark.conf] they would do nothing.
+LAUNCH_PROPERTIES = {"spark.driver.memory": "spark.driver_memory",
+                     "spark.executor.memory": "spark.executor_memory",
+                     "spark.driver.maxResultSize": "spark.driver_max_result_size",
+                     "spark.driver.extraJavaOptions": "spark.driver_java_options"}
 
 
 def _get(tree: Mapping[str, Any], path: str) -> Any:
@@ -415,6 +446,11 @@ def load(
             raise ConfigError(f"-X expects key=value (a librdkafka property), got {item!r}")
         client[key.strip()] = value
     tree["kafka"]["client"] = client
+    for key, path in LAUNCH_PROPERTIES.items():
+        if key in tree["spark"]["conf"]:
+            s = BY_PATH[path]
+            raise ConfigError(f"[spark.conf] \"{key}\": set {path} instead ({s.flag}, {s.env}); "
+                              f"Spark reads it only when its JVM starts")
     return Config(tree)
 
 

@@ -3,6 +3,7 @@ executors need only the third-party dependencies. No Spark here: the command is 
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import zipfile
@@ -56,8 +57,9 @@ for absent in ("cli", "bench", "distributor"):
 class _Launched:
     def __init__(self, cmd, env, **_):
         self.cmd, self.env, self.pid = cmd, env, 0
+        self.stdout, self.stderr = io.BytesIO(), io.BytesIO()
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
         return 0
 
 
