@@ -88,7 +88,11 @@ def _run(args: argparse.Namespace) -> int:
         env["PYSPARK_PYTHON"] = sys.executable
     else:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        cmd += ["--py-files", str(packages_zip(cfg.state_dir() / "py-files"))]
+        shipped = str(packages_zip(cfg.state_dir() / "py-files"))
+        cmd += ["--py-files", shipped]
+        # The Python data source's planner runs in a Python worker next to the driver, with the
+        # executors' Python; --py-files does not reach it, the driver's PYTHONPATH does.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [shipped, env.get("PYTHONPATH")]))
     cmd += [*spark_submit_args(cfg), str(APP_MAIN), *argv]
     # The JVM's output passes through here, so that a fatal error in it ends in one line.
     child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals,
