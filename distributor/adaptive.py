@@ -23,16 +23,18 @@ Pure Python, no I/O; the engine feeds it and asks it at every batch boundary. Th
   app's ``MoveReport`` (bytes, duration_ms) and a prior of three pseudo-moves from Fig. 8 of
   the full matrix (0.34 MB in 179 ms, 3.2 MB in 240 ms, 30.5 MB in 1,026 ms) that weighs as
   much as one real move. Bytes of a candidate are the known sizes of its moved partitions
-  (``static_bytes``, or the moves that carried them); while no size is known the move is priced
-  at the prior's largest (30.5 MB), so the first decision is a cautious one. Plus the index
+  (``static_bytes``, or the moves that carried them); while no size is known (STAL reports
+  none before its first move) a move is priced at the prior's middle point, the 10,000
+  subscriptions of the project's benchmarks (3.2 MB, ~0.25 s). Plus the index
   builds the moved partitions need on their new workers (STAL; from ``build_ns``): the largest
   sum on one worker. In STRL nothing moves (every batch ships and builds anyway): cost 0.
 - **Horizon.** How many more batches the current pattern (the per-partition shares of the
   processing time) will last. A batch whose shares are further than ``stability_tolerance``
   (total variation distance) from the mean of the pattern's batches starts a new pattern.
-  With two or more finished patterns that lasted longer than the current one has so far, the
-  horizon is their mean remaining life beyond its age; otherwise it is its age (a pattern is
-  expected to last as long again as it has lasted).
+  The horizon at age a is the mean remaining life of the patterns seen at age a: the earlier
+  ones that reached it (lifetime - a) and the current one, taken to last as long again as it
+  has lasted (a). Alone, or older than every earlier one, it gets a; when earlier patterns
+  ended right at this age (a stream that alternates), the horizon shrinks towards 0.
 - **Decision.** Rebalance when ``horizon * lower bound > safety_margin * move cost``, the lower
   bound is worth it, and the assignment in force has run ``SETTLE`` batches (its first batch
   carries the move and the index builds: N is derived). After a move the same batches, judged
@@ -58,6 +60,7 @@ LIFETIMES = 32       # finished pattern lifetimes remembered for the horizon
 # at 1,000, 10,000 and 100,000 subscriptions: the prior of the move cost.
 PRIOR_MOVES = ((344_692, 178.8), (3_178_492, 240.1), (30_508_265, 1025.6))
 PRIOR_WEIGHT = 1.0   # the prior weighs as much as this many real moves
+UNKNOWN_SIZE = 1     # the prior move whose size prices a move of unknown size (3.2 MB)
 # One-sided 95 % quantiles of Student's t for 1..19 degrees of freedom (WINDOW - 1).
 _T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782,
         1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729)
@@ -158,7 +161,7 @@ class MoveCosts:
                   else "the Fig. 8 prior, no move seen yet")
         known = [self.sizes[p] for p in moved if p in self.sizes]
         if not self.sizes:
-            size = PRIOR_MOVES[-1][0]
+            size = PRIOR_MOVES[UNKNOWN_SIZE][0]
             return base + slope * size, (f"size unknown, priced as {size / 1e6:.1f} MB "
                                          f"by {learnt}")
         mean = math.fsum(self.sizes.values()) / len(self.sizes)
@@ -214,13 +217,18 @@ class Patterns:
         return changed
 
     def horizon(self) -> tuple[float, str]:
-        """Batches the current pattern is expected to last still, and why."""
-        longer = [n - self.age for n in self.lifetimes if n > self.age]
-        if len(self.lifetimes) >= 2 and longer:
-            return statistics.fmean(longer), (
-                f"{statistics.fmean(longer):.1f} batch(es): the mean remaining life of the "
-                f"{len(longer)} earlier pattern(s) that outlived its age {self.age}")
-        return float(self.age), f"{self.age} batch(es): as long again as it has lasted"
+        """Batches the current pattern of age a is expected to last still, and why: the mean
+        remaining life of the patterns seen at age a, the earlier ones that reached it (their
+        lifetime - a; 0 for those that ended at a) and this one, expected to last as long
+        again as it has lasted (a). With no earlier pattern as old, that is a."""
+        age = self.age
+        reached = [n - age for n in self.lifetimes if n >= age]
+        if not reached:
+            return float(age), f"{age} batch(es): as long again as it has lasted"
+        value = (math.fsum(reached) + age) / (len(reached) + 1)
+        return value, (f"{value:.1f} batch(es): the mean remaining life at age {age} of this "
+                       f"pattern (as long again) and of {len(reached)} earlier one(s) that "
+                       f"reached that age")
 
 
 @dataclass(frozen=True)

@@ -223,10 +223,11 @@ class Service:
             for msg in metrics.consume(1000, timeout=POLL_S if wait <= 0 else min(POLL_S, wait)):
                 if self._handle(msg):
                     last_seen = time.monotonic()
-            now = time.monotonic()
-            if adaptive:  # judged at every batch boundary: no period D
-                if self.engine.decision_due:
+                if adaptive and self.engine.decision_due:  # every batch boundary, no period D
                     self._end_period(sender)
+            now = time.monotonic()
+            if adaptive:
+                pass
             elif not self._mid_batch and self.engine.first_period_due:
                 log.info("closing the first period early: %d item(s) of the app are in (M=%d)",
                          self.engine.period_items, self.engine.params.min_items)

@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 from distributor import Engine, GreedyPolicy, Params
-from distributor.adaptive import PRIOR_MOVES, SETTLE, Batch, MoveCosts, Patterns, t95
+from distributor.adaptive import (
+    PRIOR_MOVES,
+    SETTLE,
+    UNKNOWN_SIZE,
+    Batch,
+    MoveCosts,
+    Patterns,
+    t95,
+)
 from schemas.assignment import initial_assignment
 from schemas.codec import SCHEMA_DIR, codec
 
@@ -97,19 +105,19 @@ def test_a_sudden_skew_commands_exactly_once_and_balances():
 
 
 @pytest.mark.parametrize("every", [1, 2, 3, 5, 10, 20])
-def test_an_alternating_hotspot_gets_at_most_one_command_per_shift(every):
+def test_an_alternating_hotspot_gets_bounded_commands(every):
     batches = 120
     seq = [hotspot(0 if (i // every) % 2 == 0 else 8) for i in range(batches)]
     _, statuses, commands = play(seq)
     shifts = batches // every   # counting the start as a shift
-    assert len(commands) <= shifts
-    if every <= 2:   # never stable for two batches: nothing worth moving for
-        assert commands == []
-    if every >= 10:  # each pattern lasts long enough to pay: it follows them all
-        assert len(commands) >= shifts - 1
-    # never two commands within one pattern
     at = [s["period"] for s in statuses if s["decision"] == "rebalance"]
-    assert len({a // every for a in at}) == len(at)
+    assert len({a // every for a in at}) == len(at)   # never two commands in one pattern
+    if every == 1:    # never two batches of one pattern: nothing is ever confident
+        assert commands == []
+    elif every == 2:  # once the history shows patterns end this young it stops following
+        assert len(commands) <= 6 and all(a < batches // 2 for a in at)
+    else:  # a 0.25 s move pays back in one 0.8 s saving: it follows (nearly) every shift
+        assert shifts - 1 <= len(commands) <= shifts
 
 
 def test_a_move_that_costs_more_than_it_saves_is_not_made():
@@ -127,13 +135,6 @@ def test_a_move_that_costs_more_than_it_saves_is_not_made():
     assert "2 move(s) seen" in last["reason"]
 
 
-def test_a_short_lived_skew_is_not_worth_an_expensive_first_move():
-    # Without a move seen the first one is priced at Fig. 8's largest (about 1 s); a skew that
-    # saves ~0.3 s a batch for two batches does not pay for it.
-    _, _, commands = play([skew(0.5)] * 10 + [skew(0.65)] * 2 + [skew(0.5)] * 10)
-    assert commands == []
-
-
 # -- the model ---------------------------------------------------------------------------------
 
 def test_move_cost_prior_is_fig8_and_is_learnt_from_reports():
@@ -142,7 +143,7 @@ def test_move_cost_prior_is_fig8_and_is_learnt_from_reports():
     for size, ms in PRIOR_MOVES:
         assert base + slope * size == pytest.approx(ms, rel=0.35)
     ms, how = costs.move([0])
-    assert ms == pytest.approx(base + slope * PRIOR_MOVES[-1][0]) and "unknown" in how
+    assert ms == pytest.approx(base + slope * PRIOR_MOVES[UNKNOWN_SIZE][0]) and "unknown" in how
     for _ in range(5):
         costs.observe([0, 1], 2_000_000, 5000.0)
     ms, how = costs.move([2, 3])   # sizes of unmoved partitions: the mean known one
@@ -174,9 +175,12 @@ def test_patterns_start_anew_on_a_shift_and_the_horizon_follows_their_lives():
         patterns.add(batch(i, [0.9, 0.1]))
     patterns.add(batch(10, [0.5, 0.5]))
     assert list(patterns.lifetimes) == [5, 5]
-    assert patterns.horizon()[0] == 4.0                 # both lasted 5; this one is 1 old
-    assert not patterns.add(batch(11, [0.0, 0.0]))      # no load: skipped
-    assert patterns.age == 1
+    assert patterns.horizon()[0] == 3.0                 # (4 + 4 + 1) / 3 at age 1
+    for i in range(11, 15):
+        patterns.add(batch(i, [0.5, 0.5]))
+    assert patterns.horizon()[0] == 5 / 3               # (0 + 0 + 5) / 3: both ended at 5
+    assert not patterns.add(batch(15, [0.0, 0.0]))      # no load: skipped
+    assert patterns.age == 5
 
 
 def test_t95_is_students_one_sided_quantile():
@@ -212,8 +216,8 @@ def test_a_new_assignment_is_judged_only_after_it_settled():
     at = [s["period"] for s in statuses if s["decision"] == "rebalance"]
     assert len(commands) == len(at) == 2
     assert all(b - a >= SETTLE for a, b in itertools.pairwise(at))
-    assert [s["decision"] for s in statuses][at[0] + 1] == "none"   # ran 1 batch: not settled
-    assert "settled FAILED" in statuses[at[0] + 1]["reason"]
+    after = statuses[at[0] + 1]   # the new assignment ran one batch: not settled
+    assert after["decision"] == "none" and after["cooled_down"] is False
 
 
 def test_it_waits_for_the_commanded_epoch_and_resyncs_when_it_never_comes():

@@ -1,0 +1,75 @@
+"""The adaptive distributor driving the real app (local[2], W = 2) on the embedded broker.
+
+A stream steered as in ``test_service_app`` (90 % of the items in worker 0's partitions, so
+worker 0 carries most of the processing time) but with batches whose join is a real part of
+their time (4,000 subscriptions, 1,200 publications a batch: with ``test_service_app``'s 400,
+Spark's fixed cost per batch dominates and balancing would save under 10 % of a batch, which
+the adaptive mode rightly leaves alone). It must get exactly one rebalance, decided from the
+cost model within a few batches of the start, after which the app runs the new epoch and the
+distributor, judging every batch, commands nothing more; no publication is lost. The
+distributor runs in a thread, the app in this process, as in ``test_service_app``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from distributor.service import Service
+from geops.workload import SkewSpec, generate_workload
+from kafkaio.dump import by_schema
+from tests.app.conftest import Workload, load, matches, metrics, run_app
+from tests.distributor.test_service import running
+from tests.distributor.test_service_app import hot_share
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+APP = "geops"
+PER_TRIGGER = 1200
+
+
+@pytest.fixture(scope="module")
+def skewed() -> Workload:
+    """4,000 subscriptions and 24,000 publications (20 batches), 90% of items on worker 0."""
+    w = generate_workload(seed=5, subscriptions=4000, publications=24000,
+                          skew=SkewSpec(workers=2, hot_workers=1, partitions=16,
+                                        partitioner="kdbtree", target=0.9))
+    return Workload(w.subscriptions, w.publications, {})
+
+
+def test_adaptive_rebalances_a_skewed_stream_once_and_then_holds(skewed, kafka_cfg):
+    load(kafka_cfg.with_overrides({"topics.publications.partitions": "1"}), skewed)
+    # a smaller dead band than the default 10 %, so that a loaded machine (Spark's fixed cost
+    # per batch grows, the join's share shrinks) does not make the test flaky
+    service = Service(kafka_cfg.with_overrides({"distributor.mode": "adaptive",
+                                                "distributor.min_saving": "0.05"}))
+    with running(service):
+        assert run_app("--strategy", "sPS", "--partitions", "16",
+                       "--max-records-per-trigger", str(PER_TRIGGER)) == 0
+    m = metrics(kafka_cfg)
+    assert hot_share([r for r in m["PartitionLoad"] if r["epoch"] == 0]) >= 0.75
+
+    (command,) = by_schema(kafka_cfg.kafka_client(),
+                           kafka_cfg.topic("control"))["RebalanceCommand"]
+    assert (command["epoch"], command["app_id"]) == (1, APP)
+    assert command["reason"].startswith("adaptive: ") and command["moves"]
+    (move,) = m["MoveReport"]
+    assert move["epoch"] == 1
+    summaries = m["BatchSummary"]
+    assert move["batch_id"] <= 12   # decided within a few batches of the start
+
+    statuses = by_schema(kafka_cfg.kafka_client(),
+                         kafka_cfg.topic("status"))["DistributorStatus"]
+    assert {s["mode"] for s in statuses} == {"adaptive"}
+    assert [s["decision"] for s in statuses].count("rebalance") == 1
+    after = [s for s in statuses if s["epoch"] == 1 and s["decision"] != "waiting"]
+    assert len(after) >= 5 and {s["decision"] for s in after} == {"none"}
+    judged = [s["mldc"] for s in after if s["mldc"] is not None]
+    assert judged and judged[-1] < 0.5
+    rebalance = next(s for s in statuses if s["decision"] == "rebalance")
+    print(f"\nadaptive: command at status {rebalance['period']} of {len(statuses)}, applied "
+          f"from batch {move['batch_id']} of {len(summaries)} ({len(move['partitions_moved'])} "
+          f"partitions, {move['bytes'] / 1e6:.2f} MB in {move['duration_ms']:.0f} ms); "
+          f"why: {rebalance['reason']}\nlast: {after[-1]['reason']}")
+    # nothing lost: every publication read once, and none matched twice
+    assert sum(s["records"] for s in summaries) == len(skewed.pubs)
+    assert all(len(v) == 1 for v in matches(kafka_cfg).values())
