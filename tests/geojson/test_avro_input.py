@@ -1,0 +1,47 @@
+"""Avro container files of Subscription and Publication records as input: the same rules as
+GeoJSON, rejected records reported by index with their reason."""
+
+from __future__ import annotations
+
+import shapely
+
+from geops.avro_input import is_avro, read_publications_avro, read_subscriptions_avro
+from geops.geojson import GeoJSONError
+from geops.workload.output import write_avro
+
+SQUARE = shapely.to_wkb(shapely.box(0, 0, 1, 1))
+BOWTIE = shapely.to_wkb(shapely.from_wkt("POLYGON ((0 0, 1 1, 1 0, 0 1, 0 0))"))
+
+
+def test_subscriptions_with_bad_geometries_are_rejected_by_index(tmp_path):
+    path = tmp_path / "s.avro"
+    write_avro(path, "Subscription", iter([
+        {"id": 7, "geometry": SQUARE, "relation": "WITHIN"},
+        {"id": 8, "geometry": b"\x01\x02garbage", "relation": "COVERS"},
+        {"id": 9, "geometry": BOWTIE, "relation": "CONTAINS"},
+        {"id": -3, "geometry": shapely.to_wkb(shapely.Point(2, 3)), "relation": "DISJOINT"},
+    ]))
+    assert is_avro(path)
+    subs, kept, rejected = read_subscriptions_avro(path)
+    assert kept == [0, 3] and list(subs.ids) == [7, -3] and list(subs.relations) == [8, 9]
+    assert shapely.equals(subs.geoms[0], shapely.box(0, 0, 1, 1))
+    assert [r.index for r in rejected] == [1, 2]
+    assert str(rejected[0]).startswith("record 1: unreadable geometry: ")
+    assert str(rejected[1]).startswith("record 2: invalid geometry: Self-intersection")
+
+
+def test_publications_and_a_file_of_the_wrong_schema(tmp_path):
+    path = tmp_path / "p.avro"
+    write_avro(path, "Publication", iter([
+        {"id": 1, "geometry": shapely.to_wkb(shapely.Point(1, 2)), "event_time": 1700},
+    ]))
+    pubs, kept, rejected = read_publications_avro(path)
+    assert kept == [0] and not rejected and list(pubs.event_time) == [1700]
+    try:
+        read_subscriptions_avro(path)
+    except GeoJSONError as exc:
+        assert "not an Avro file of Subscription records" in str(exc)
+    else:
+        raise AssertionError("a file of publications was read as subscriptions")
+    (tmp_path / "x.geojson").write_text("{}")
+    assert not is_avro(tmp_path / "x.geojson") and not is_avro(tmp_path / "missing")
