@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from cli.bench_churn import register_churn
 from cli.bench_live import register_live
 from cli.bench_paper import register_paper
 from cli.common import CommandError, positive_int
@@ -20,7 +21,7 @@ from geops.strategies import STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live)",
+    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live, churn)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -106,4 +107,4 @@ def _decode(args: argparse.Namespace) -> int:
 
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    register_kernel, register_decode, register_paper, register_live)
+    register_kernel, register_decode, register_paper, register_live, register_churn)

@@ -34,10 +34,9 @@ from cli.progress import elapsed_log
 
 
 def register_live(benches: argparse._SubParsersAction) -> None:
-    p = benches.add_parser(
-        "live", help="max sustainable rate and latency on a live stream (also a rebalance "
-                     "scenario and a soak)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = bench_parser(benches, "live", __doc__,
+                     "max sustainable rate and latency on a live stream (also a rebalance "
+                     "scenario and a soak)")
     p.add_argument("--scenario", choices=("steady", "rebalance"), default="steady",
                    help="steady (default) or rebalance (skewed stream, distributor)")
     p.add_argument("--soak", metavar="DURATION",
@@ -46,16 +45,8 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="results directory (default docs/results/live, .../live/rebalance or "
                         ".../live/soak)")
-    p.add_argument("--workdir", metavar="DIR",
-                   help="broker state, checkpoints and logs (default: a temporary directory, "
-                        "removed at the end)")
-    p.add_argument("--keep-workdir", action="store_true", help="keep the temporary work dir")
-    w = p.add_argument_group("workload")
-    w.add_argument("--subscriptions", type=positive_int, default=10_000, metavar="N",
-                   help="subscriptions (default 10,000)")
-    w.add_argument("--pool", type=positive_int, default=20_000, metavar="N",
-                   help="publication geometries generated and cycled (default 20,000)")
-    w.add_argument("--seed", type=int, default=5, help="workload seed (default 5)")
+    add_workdir_arguments(p)
+    w = add_workload_arguments(p)
     w.add_argument("--skew", type=float, default=0.9,
                    help="rebalance scenario: share of stream items on the hot workers (0.9)")
     w.add_argument("--hot-workers", type=positive_int, default=1, metavar="H",
@@ -63,12 +54,7 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     a = p.add_argument_group("app")
     a.add_argument("--strategy", choices=("sPS", "sPIS", "RIhPS", "RIsPS"), default="sPIS")
     a.add_argument("--join", choices=("STAL", "STRL"), default="STAL")
-    a.add_argument("--workers", type=positive_int, default=2, metavar="W", help="(default 2)")
-    a.add_argument("--partitions", type=positive_int, default=64, metavar="P",
-                   help="static partitions (default 64)")
-    a.add_argument("--partitioner", choices=("kdbtree", "quadtree", "grid"), default="kdbtree")
-    a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
-    a.add_argument("--master", help="Spark master (default local[W])")
+    add_app_arguments(a)
     s = p.add_argument_group("search and phases")
     s.add_argument("--step", default="20s", metavar="D", help="search step length (20s)")
     s.add_argument("--start-rate", type=float, default=500.0, metavar="R",
@@ -92,7 +78,74 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_live)
 
 
-def _duration(text: str, flag: str) -> float:
+def bench_parser(benches: argparse._SubParsersAction, name: str, doc: str | None,
+                 help: str) -> argparse.ArgumentParser:
+    """The parser of `geops bench NAME`, its module's docstring as the description."""
+    return benches.add_parser(name, help=help, description=doc,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_workdir_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workdir", metavar="DIR",
+                   help="broker state, checkpoints and logs (default: a temporary directory, "
+                        "removed at the end)")
+    p.add_argument("--keep-workdir", action="store_true", help="keep the temporary work dir")
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    w = p.add_argument_group("workload")
+    w.add_argument("--subscriptions", type=positive_int, default=10_000, metavar="N",
+                   help="subscriptions (default 10,000)")
+    w.add_argument("--pool", type=positive_int, default=20_000, metavar="N",
+                   help="publication geometries generated and cycled (default 20,000)")
+    w.add_argument("--seed", type=int, default=5, help="workload seed (default 5)")
+    return w
+
+
+def add_app_arguments(a: argparse._ArgumentGroup) -> None:
+    """The app's options other than its strategy and join."""
+    a.add_argument("--workers", type=positive_int, default=2, metavar="W", help="(default 2)")
+    a.add_argument("--partitions", type=positive_int, default=64, metavar="P",
+                   help="static partitions (default 64)")
+    a.add_argument("--partitioner", choices=("kdbtree", "quadtree", "grid"), default="kdbtree")
+    a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
+    a.add_argument("--master", help="Spark master (default local[W])")
+
+
+def kafka_settings(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
+    """The bootstrap servers given on the command line (None: start a broker) and the other
+    librdkafka settings, from the options only (not the GEOPS_* environment)."""
+    import os
+
+    cfg = config.from_args(args, environ={k: v for k, v in os.environ.items()
+                                          if not k.startswith("GEOPS_")})
+    props = dict(cfg.kafka_client())
+    props.pop("bootstrap.servers", None)
+    return (args.cfg__kafka__bootstrap_servers or None,
+            {k: str(v) for k, v in props.items()})
+
+
+def command_line() -> tuple[str, ...]:
+    """The command as a user typed it, from `geops bench` on."""
+    return (("geops", *sys.argv[sys.argv.index("bench"):]) if "bench" in sys.argv
+            else tuple(sys.argv))
+
+
+def run_bench(name: str, main, spec, exceptions: tuple[type[BaseException], ...]) -> int:
+    """Run ``main(spec, log)`` with SIGTERM as Ctrl-C (so everything started is stopped);
+    ``exceptions`` become a failed command."""
+    log = elapsed_log(f"geops bench {name}")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        main(spec, log)
+    except exceptions as exc:
+        raise CommandError(str(exc), EXIT_FAILED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def duration(text: str, flag: str) -> float:
     try:
         value = config.parse_duration(text)
     except ValueError as exc:
@@ -119,19 +172,15 @@ def build_spec(args: argparse.Namespace):
         raise CommandError("--levels: each must be in (0, 200]", EXIT_USAGE)
     sweep = tuple(x.strip() for x in args.trigger_sweep.split(",") if x.strip())
     for t in (args.trigger, *sweep):
-        _duration(t, "--trigger")
+        duration(t, "--trigger")
     if not 0.5 <= args.skew < 1:
         raise CommandError("--skew must be in [0.5, 1)", EXIT_USAGE)
     if args.hot_workers >= args.workers and args.scenario == "rebalance":
         raise CommandError("--hot-workers must be fewer than --workers", EXIT_USAGE)
     if args.start_rate <= 0 or (args.max_rate is not None and args.max_rate <= 0):
         raise CommandError("rates must be positive", EXIT_USAGE)
-    soak = _duration(args.soak, "--soak") if args.soak else None
-    cfg = config.from_args(args, environ={k: v for k, v in __import__("os").environ.items()
-                                          if not k.startswith("GEOPS_")})
-    given = args.cfg__kafka__bootstrap_servers
-    kafka_props = dict(cfg.kafka_client())
-    kafka_props.pop("bootstrap.servers", None)
+    soak = duration(args.soak, "--soak") if args.soak else None
+    given, kafka_props = kafka_settings(args)
     default_out = ("docs/results/live/soak" if soak else
                    "docs/results/live/rebalance" if args.scenario == "rebalance"
                    else "docs/results/live")
@@ -140,28 +189,18 @@ def build_spec(args: argparse.Namespace):
         subscriptions=args.subscriptions, pool=args.pool, seed=args.seed,
         app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
                        args.partitioner, args.trigger, args.master),
-        step_s=_duration(args.step, "--step"), start_rate=args.start_rate,
+        step_s=duration(args.step, "--step"), start_rate=args.start_rate,
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
         max_growth_s=args.max_growth, max_rate=args.max_rate, levels=levels,
-        duration_s=_duration(args.duration, "--duration"), trigger_sweep=sweep,
-        skew=args.skew, hot_workers=args.hot_workers, bootstrap_servers=given or None,
-        kafka_properties={k: str(v) for k, v in kafka_props.items()},
+        duration_s=duration(args.duration, "--duration"), trigger_sweep=sweep,
+        skew=args.skew, hot_workers=args.hot_workers, bootstrap_servers=given,
+        kafka_properties=kafka_props,
         workdir=Path(args.workdir) if args.workdir else None, keep_workdir=args.keep_workdir,
-        command=("geops", *sys.argv[sys.argv.index("bench"):]) if "bench" in sys.argv
-        else tuple(sys.argv))
+        command=command_line())
 
 
 def _live(args: argparse.Namespace) -> int:
     from bench.live.harness import BenchFailed
     from bench.live.run import main
 
-    spec = build_spec(args)
-    log = elapsed_log("geops bench live")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        main(spec, log)
-    except BenchFailed as exc:
-        raise CommandError(str(exc), EXIT_FAILED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0
+    return run_bench("live", main, build_spec(args), (BenchFailed,))

@@ -151,7 +151,73 @@ def unique_prefix(label: str) -> str:
 
 # -- the publisher ---------------------------------------------------------------------------
 
-class Publisher:
+@dataclass
+class Paced:
+    """What ``paced`` sent: how many, from when to when (epoch ms), and per whole second."""
+
+    sent: int
+    t0_ms: int
+    t1_ms: int
+    per_sec: np.ndarray
+
+
+def paced(rate: float, seconds: float, send: Callable[[int, int], None],
+          poll: Callable[[float], Any],
+          events: list[tuple[float, Callable[[], None]]] | None = None,
+          stop: threading.Event | None = None) -> Paced:
+    """Call ``send(n, now_ms)`` for n = 0, 1, ... at a steady ``rate`` per second for
+    ``seconds`` (``round(rate * seconds)`` calls unless ``stop`` is set first); ``send`` raises
+    BufferError when the client's queue is full, and is called again after ``poll``.
+    ``events`` (offset in seconds, function) run once at their offset without pausing the
+    stream; those past the end run at the end."""
+    total = round(rate * seconds)
+    per_sec = np.zeros(int(np.ceil(seconds)) + 1, np.int64)
+    pending = sorted(events or [], key=lambda e: e[0])
+    t0_ms = now_ms()
+    t0 = time.monotonic()
+    n = 0
+    while n < total:
+        el = time.monotonic() - t0
+        while pending and pending[0][0] <= el:
+            pending.pop(0)[1]()
+        due = min(total, int(el * rate) + 1)
+        ms = now_ms()
+        sec = min(int(el), len(per_sec) - 1)
+        while n < due:
+            try:
+                send(n, ms)
+            except BufferError:
+                poll(0.01)
+                continue
+            n += 1
+            per_sec[sec] += 1
+        poll(0)
+        if stop is not None and stop.is_set():
+            break
+        wait = (n / rate) - (time.monotonic() - t0)
+        if wait > 0:
+            time.sleep(min(wait, 0.005))
+    t1_ms = now_ms()
+    for _, fn in pending:  # events past the end still run
+        fn()
+    return Paced(n, t0_ms, t1_ms, per_sec)
+
+
+class PacedProducer:
+    """A producer for ``paced`` loops: linger ``LINGER_MS``, a deep queue; ``close`` flushes
+    and drops the client (its threads stop once nothing refers to it)."""
+
+    def __init__(self, client_conf: Mapping[str, str]):
+        self._producer = producer(client_conf, **{"linger.ms": LINGER_MS,
+                                                  "queue.buffering.max.messages": 1_000_000})
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._producer.flush(30)
+        self._producer = None
+
+
+class Publisher(PacedProducer):
     """Writes publications at a steady offered rate, event_time = the time of sending.
 
     The geometries of a pool cycle; ids are unique per offer (``id_base`` + sequence), so a
@@ -159,11 +225,10 @@ class Publisher:
     """
 
     def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray):
+        super().__init__(client_conf)
         self.topic = topic
         self.header = codec().header("Publication")
         self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(pool_geoms)]
-        self._producer = producer(client_conf, **{"linger.ms": LINGER_MS,
-                                                  "queue.buffering.max.messages": 1_000_000})
         self.failed = 0
         self._next_base = 1
 
@@ -181,51 +246,20 @@ class Publisher:
               stop: threading.Event | None = None) -> Offer:
         """Offer ``rate`` publications/s for ``seconds``; ``events`` run once at their offset
         (seconds) without pausing the stream. Returns what was sent when."""
-        total = round(rate * seconds)
-        per_sec = np.zeros(int(np.ceil(seconds)) + 1, np.int64)
-        pending = sorted(events or [], key=lambda e: e[0])
-        produce, poll = self._producer.produce, self._producer.poll
+        produce = self._producer.produce
         geoms, header, topic, n_geoms = self.geoms, self.header, self.topic, len(self.geoms)
-        t0_ms = now_ms()
-        t0 = time.monotonic()
-        n = 0
-        while n < total:
-            el = time.monotonic() - t0
-            while pending and pending[0][0] <= el:
-                pending.pop(0)[1]()
-            due = min(total, int(el * rate) + 1)
-            ms = now_ms()
-            sec = min(int(el), len(per_sec) - 1)
-            while n < due:
-                pid = id_base + n
-                value = calc.publication_bytes(header, pid, geoms[n % n_geoms], ms)
-                try:
-                    produce(topic, value, str(pid).encode(), on_delivery=self._report)
-                except BufferError:
-                    poll(0.01)
-                    continue
-                n += 1
-                per_sec[sec] += 1
-            poll(0)
-            if stop is not None and stop.is_set():
-                break
-            wait = (n / rate) - (time.monotonic() - t0)
-            if wait > 0:
-                time.sleep(min(wait, 0.005))
-        t1_ms = now_ms()
-        for _, fn in pending:  # events past the end still run
-            fn()
+        report = self._report
+
+        def send(n: int, ms: int) -> None:
+            pid = id_base + n
+            produce(topic, calc.publication_bytes(header, pid, geoms[n % n_geoms], ms),
+                    str(pid).encode(), on_delivery=report)
+
+        run = paced(rate, seconds, send, self._producer.poll, events, stop)
         self._producer.flush(60)
         if self.failed:
             raise BenchFailed(f"{self.failed} publications were not delivered")
-        return Offer(rate, seconds, id_base, n, t0_ms, t1_ms, per_sec)
-
-    def close(self) -> None:
-        """Flush, then drop the client (its threads stop once nothing refers to it)."""
-        with contextlib.suppress(Exception):
-            self._producer.flush(30)
-        self._producer = None
-
+        return Offer(rate, seconds, id_base, run.sent, run.t0_ms, run.t1_ms, run.per_sec)
 
 @dataclass
 class Offer:

@@ -27,8 +27,26 @@ from bench.live.harness import (
 from geops.workload import SkewSpec, Workload, generate_workload
 
 
+@dataclass(frozen=True, kw_only=True)
+class BenchEnv:
+    """What every benchmark of the running app chooses: the app, the broker (own or given)
+    and its client settings, the work directory, and the command recorded in the results."""
+
+    app: AppOptions = field(default_factory=AppOptions)
+    bootstrap_servers: str | None = None
+    kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    workdir: Path | None = None
+    keep_workdir: bool = False
+    command: tuple[str, ...] = ()
+
+    @property
+    def monitor_interval(self) -> float:
+        """Seconds between the monitor's lag samples."""
+        return 1.0
+
+
 @dataclass(frozen=True)
-class LiveSpec:
+class LiveSpec(BenchEnv):
     """Everything the command line chose."""
 
     out: Path
@@ -37,7 +55,6 @@ class LiveSpec:
     subscriptions: int = 10_000
     pool: int = 20_000
     seed: int = 5
-    app: AppOptions = field(default_factory=AppOptions)
     step_s: float = 20.0
     start_rate: float = 500.0
     bisections: int = 3
@@ -49,11 +66,10 @@ class LiveSpec:
     trigger_sweep: tuple[str, ...] = ()
     skew: float = 0.9
     hot_workers: int = 1
-    bootstrap_servers: str | None = None
-    kafka_properties: Mapping[str, str] = field(default_factory=dict)
-    workdir: Path | None = None
-    keep_workdir: bool = False
-    command: tuple[str, ...] = ()
+
+    @property
+    def monitor_interval(self) -> float:
+        return min(1.0, self.step_s / 8)
 
 
 @dataclass
@@ -110,9 +126,11 @@ class PhaseResult:
 
 class Bench:
     """The broker (own or given), the work directory and every process; a context manager
-    that stops everything on the way out, also on Ctrl-C or failure."""
+    that stops everything on the way out, also on Ctrl-C or failure.
 
-    def __init__(self, spec: LiveSpec, log: Log):
+    ``spec``: a LiveSpec, or the spec of another benchmark built on a BenchEnv."""
+
+    def __init__(self, spec: BenchEnv, log: Log):
         self.spec, self.log = spec, log
         self.procs = Processes()
         self.sessions: list[Session] = []
@@ -139,12 +157,14 @@ class Bench:
         self.log("everything the benchmark started is stopped")
 
     def session(self, label: str, workload: Workload, trigger: str | None = None,
-                memory: bool = False) -> Session:
-        app = self.spec.app if trigger is None else AppOptions(
-            **{**self.spec.app.__dict__, "trigger": trigger})
-        interval = min(1.0, self.spec.step_s / 8)
+                memory: bool = False, app: AppOptions | None = None) -> Session:
+        """A new session of ``app`` (default: the spec's), with ``trigger`` if given."""
+        app = app or self.spec.app
+        if trigger is not None:
+            app = AppOptions(**{**app.__dict__, "trigger": trigger})
         s = Session(self.procs, self.address, self.workdir, label, workload.subscriptions, app,
-                    self.spec.kafka_properties, self.log, monitor_interval=interval,
+                    self.spec.kafka_properties, self.log,
+                    monitor_interval=self.spec.monitor_interval,
                     memory=memory)
         self.sessions.append(s)
         return s

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +123,22 @@ def results(tmp_path: Path) -> Path:
 def make_results():
     """The builder itself, for directories with fewer pipelines, modes or skews."""
     return build_results
+
+
+def run_geops_bench(tmp_path: Path, *argv: str, timeout: float = 300
+                    ) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """``geops bench ARGV --out OUT --workdir WORK`` in a subprocess under ``tmp_path``: the
+    finished process (which must have succeeded), OUT and WORK."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "bench", *argv, "--out", str(out), "--workdir",
+         str(work)], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "GEOPS_STATE_DIR": str(tmp_path / "state")})
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result, out, work
+
+
+def assert_nothing_left(work: Path) -> None:
+    """No broker or app is left running under the benchmark's work dir."""
+    left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
+    assert not left.strip()

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +12,7 @@ import pytest
 from bench.live import calc
 from schemas import codec
 from schemas.codec import HEADER_LEN
+from tests.bench.conftest import assert_nothing_left, run_geops_bench
 
 # -- latency ---------------------------------------------------------------------------------
 
@@ -180,14 +178,9 @@ def test_match_event_time_reads_past_the_array(subs):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_tiny_live_bench_end_to_end(tmp_path: Path):
-    out, work = tmp_path / "out", tmp_path / "work"
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "bench", "live", "--subscriptions", "300",
-         "--pool", "2000", "--step", "4s", "--bisections", "2", "--start-rate", "1000",
-         "--duration", "6s", "--levels", "50,90", "--out", str(out), "--workdir", str(work)],
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "GEOPS_STATE_DIR": str(tmp_path / "state")})
-    assert result.returncode == 0, result.stderr[-4000:]
+    result, out, work = run_geops_bench(
+        tmp_path, "live", "--subscriptions", "300", "--pool", "2000", "--step", "4s",
+        "--bisections", "2", "--start-rate", "1000", "--duration", "6s", "--levels", "50,90")
     assert "search step 1" in result.stderr and "maximum sustainable rate" in result.stderr
     for name in ("README.md", "search.csv", "latency.csv", "timeline.csv", "batches.csv",
                  "latency_raw.csv.gz", "latency_vs_load.png", "timeline.png"):
@@ -205,6 +198,4 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
     assert all(int(r["latency_ms"]) >= 0 for r in raw[:1000])
     readme = (out / "README.md").read_text()
     assert "Maximum sustainable rate" in readme and "geops bench live" in readme
-    # everything it started is gone: no broker or app left under its work dir
-    left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
-    assert not left.strip()
+    assert_nothing_left(work)  # everything it started is gone
