@@ -54,12 +54,18 @@ Assumptions (printed verbatim in the report):
   the rebuild, in STAL excluding it) with no measurement noise, so LB sees the true cost. A
   period closes before the metrics of a batch still running at its end; a command applies from
   the next batch that starts. Static modes run the engine in ``observe`` mode (MLDC only).
+  ``Adaptive STAL`` (not in the plan; ``compare_adaptive``, docs/results/adaptive) runs it in
+  mode ``adaptive``, asked after every batch, with each batch's duration and join time in its
+  BatchSummary and a MoveReport (the moved partitions' serialised bytes, the modelled move
+  time) after every move.
 - **Throughput** = publications / sum of batch makespans.
 """
 
 from __future__ import annotations
 
+import gzip
 import math
+import shutil
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -97,6 +103,8 @@ COST_MODE = "Static STAL"
 COST_SKEW = 0.5
 PHYSICAL_HOT_WORKERS = 1  # the plan's physical runs: one hot worker of two
 PARTITIONER = "kdbtree"
+# The plan's modes and those only simulated so far: the adaptive distributor (LB, every batch).
+SIM_MODES: dict[str, tuple[str, str]] = {**MODES, "Adaptive STAL": ("STAL", "adaptive")}
 
 
 @dataclass(frozen=True)
@@ -163,14 +171,19 @@ class ModeRun:
 def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = WORKERS,
                   params: Params | None = None, period_s: float = PERIOD_S,
                   policy: str = "greedy") -> ModeRun:
-    """Play ``trace`` in ``mode``: batch makespans from ``model``, rebalances from the engine."""
-    join, balancing = MODES[mode]
+    """Play ``trace`` in ``mode``: batch makespans from ``model``, rebalances from the engine.
+
+    ``Adaptive STAL`` runs the engine in mode adaptive: it is asked after every batch (not
+    every period) and learns the move cost from a MoveReport after each move, as in the app.
+    """
+    join, balancing = SIM_MODES[mode]
     if join == "STRL" and model.build_ns is None:
         raise ValueError(f"{mode}: no index build time measured for {model.pipeline}")
     overhead = model.overhead_ms[join]
     dynamic = balancing != "static"
-    params = replace(params or Params(), metric=balancing if dynamic else "LB",
-                     mode="dynamic" if dynamic else "observe")
+    adaptive = balancing == "adaptive"
+    params = replace(params or Params(), metric=balancing if dynamic and not adaptive else "LB",
+                     mode="adaptive" if adaptive else "dynamic" if dynamic else "observe")
     engine = Engine(params, make_policy(policy), app_id="sim")
     batches, partitions = trace.items.shape
     build = model.build_ns if model.build_ns is not None else np.zeros(partitions)
@@ -192,6 +205,10 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
                 resident[moved] = False
             run.moved_partitions += int(moved.sum())
             assignment, epoch = new, run.commands[-1]["epoch"]
+            engine.observe_move({"app_id": "sim", "batch_id": n, "epoch": epoch,
+                                 "partitions_moved": np.flatnonzero(moved).tolist(),
+                                 "bytes": int(trace.static_bytes[moved].sum())
+                                 if join == "STAL" else 0, "duration_ms": move, "time": 0})
         busy = items > 0
         cost = items * model.ns_per_item
         builds = np.zeros(partitions)
@@ -207,7 +224,7 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
         run.overhead_ms += overhead
         run.move_ms += move
         now += makespan
-        while next_end < now:   # periods that closed while this batch was running
+        while not adaptive and next_end < now:   # periods that closed while it was running
             result = engine.end_period(round(next_end))
             run.statuses.append(result.status)
             if result.command is not None:
@@ -216,21 +233,31 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
         reported = cost + builds if join == "STRL" else cost
         shipped = np.where(busy, trace.static_bytes, 0) if join == "STRL" else np.zeros(
             partitions, np.int64)
-        _report(engine, n, epoch, assignment, items, reported, shipped, round(now), workers)
+        _report(engine, n, epoch, assignment, items, reported, shipped, round(now), workers,
+                {"join": join, "duration_ms": makespan, "join_stage_ms": makespan - overhead
+                 - move})
+        if engine.decision_due:   # mode adaptive: judged at every batch boundary
+            result = engine.end_period(round(now))
+            run.statuses.append(result.status)
+            if result.command is not None:
+                run.commands.append(result.command)
     return run
 
 
 def _report(engine: Engine, batch: int, epoch: int, assignment: np.ndarray, items: np.ndarray,
-            ns: np.ndarray, shipped: np.ndarray, now_ms: int, workers: int) -> None:
-    """What the app sends at the end of a batch: a BatchSummary and one PartitionLoad each."""
-    problems = [engine.observe_batch({"app_id": "sim", "batch_id": batch, "epoch": epoch,
-                                      "workers": workers, "partitions": len(items)})]
+            ns: np.ndarray, shipped: np.ndarray, now_ms: int, workers: int,
+            timing: dict[str, Any] | None = None) -> None:
+    """What the app sends at the end of a batch: one PartitionLoad each and a BatchSummary."""
+    problems = []
     for p in range(len(items)):
         problems.append(engine.observe_load({
             "app_id": "sim", "batch_id": batch, "epoch": epoch, "partition": p,
             "worker": int(assignment[p]), "items": int(items[p]),
             "processing_ns": round(float(ns[p])), "static_bytes": int(shipped[p]),
             "time": now_ms}))
+    problems.append(engine.observe_batch({"app_id": "sim", "batch_id": batch, "epoch": epoch,
+                                          "workers": workers, "partitions": len(items),
+                                          **(timing or {})}))
     bad = [p for p in problems if p and not p.startswith("stale epoch")]
     if bad:
         raise RuntimeError(f"the engine rejected the simulated metrics of batch {batch}: "
@@ -505,3 +532,153 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     write_csv(path, rows)
     write_csv(results_dir / "simulation_mldc.csv", periods)
     return path
+
+
+# -- the adaptive distributor against Static STAL and Table 1 (docs/results/adaptive) ----------
+
+ADAPTIVE_MODES = ("Static STAL", "Dynamic LB STAL", "Adaptive STAL")
+ADAPTIVE_SKEWS = (3 / 16, 0.25, 0.3, 0.5, 0.7)   # 3/16: the 3 hot workers' fair share
+MOVING_SKEW = 0.5
+
+
+def moving(trace: Trace, workers: int, hot_workers: int, at: float = 0.5) -> Trace:
+    """``trace`` played out (``cycles`` times) with its hot region moving at fraction ``at``:
+    from then on the items of the partitions of workers 0..H-1 (under the initial assignment)
+    go to those of workers W/2..W/2+H-1 and the reverse. Each partition keeps its own cost per
+    item and static size, so the load that moves also changes somewhat."""
+    partitions = trace.items.shape[1]
+    owner = np.array(initial_assignment(partitions, workers))
+    perm = np.arange(partitions)
+    half = workers // 2
+    for w in range(hot_workers):
+        a, b = np.flatnonzero(owner == w), np.flatnonzero(owner == half + w)
+        if len(a) != len(b):
+            raise ValueError(f"workers {w} and {half + w} own {len(a)} and {len(b)} partitions")
+        perm[a], perm[b] = b, a
+    items = np.tile(trace.items, (trace.cycles, 1))
+    records = np.tile(trace.records, trace.cycles)
+    shift = round(len(items) * at)
+    moved = items[shift:].copy()
+    items[shift:] = 0
+    items[shift:, perm] = moved
+    return Trace(items, records, trace.static_bytes)
+
+
+def ideal_time_s(trace: Trace, model: CostModel, workers: int, policy: str = "greedy") -> float:
+    """Simulated time if every batch ran on the policy's best assignment for its own loads,
+    moved for free and with every index already built: the balanced ideal."""
+    chooser = make_policy(policy)
+    start = initial_assignment(trace.items.shape[1], workers)
+    total = 0.0
+    for n in range(len(trace.items) * trace.cycles):
+        cost = (trace.items[n % len(trace.items)] * model.ns_per_item).tolist()
+        best = chooser.propose(cost, start, workers)
+        total += model.overhead_ms["STAL"] + max(
+            np.bincount(best, weights=cost, minlength=workers)) / 1e6
+    return total / 1000
+
+
+def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS,
+                     hot_workers: int = HOT_WORKERS, skews: tuple[float, ...] = ADAPTIVE_SKEWS,
+                     moving_skew: float | None = MOVING_SKEW, publications: int = PUBLICATIONS,
+                     min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
+                     pipelines: tuple[str, ...] | None = None,
+                     log: Log = print) -> Path | None:
+    """Static STAL, the Table 1 distributor (Dynamic LB STAL) and the adaptive one over the
+    cost models of ``results_dir``: a steady stream per skew, and a stream whose hot region
+    moves half-way (``moving_skew``; None: none). Writes ``adaptive_simulation.csv`` (one row
+    per pipeline, scenario, skew, repeat and mode, with the balanced ideal's time) and
+    ``adaptive_decisions.csv.gz`` (every status of the two distributors) to ``out_dir``."""
+    models = [m for m in cost_models(Path(results_dir), log)
+              if pipelines is None or m.pipeline in pipelines]
+    if not models:
+        log("simulation: no cost model; nothing compared")
+        return None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workloads = Workloads()
+    rows: list[dict[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    points = [("steady", s) for s in skews] + (
+        [("moving", moving_skew)] if moving_skew is not None else [])
+    groups: dict[tuple, list[CostModel]] = defaultdict(list)
+    for m in models:
+        groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    for scenario, skew in points:
+        for (repeat, subs, parts), group in sorted(groups.items()):
+            try:
+                workload = workloads.get(WorkloadKey(repeat, subs, publications, workers,
+                                                     hot_workers, parts, PARTITIONER, skew))
+            except ParameterError as exc:
+                log(f"simulation: skew {skew} not reachable with {subs} subscriptions, "
+                    f"P={parts}, W={workers}: {exc}; skipped")
+                continue
+            for model in group:
+                batch = model.batch_records * workers // model.physical_workers
+                trace = make_trace(workload, model.pipeline, parts, batch)
+                one = simulate_mode(trace, model, COST_MODE, workers=workers, period_s=period_s)
+                cycles = max(1, math.ceil(min_duration_s / one.time_s))
+                if scenario == "moving":
+                    cycles = max(2, cycles)
+                trace = replace(trace, cycles=cycles)
+                if scenario == "moving":
+                    trace = moving(trace, workers, hot_workers)
+                ideal = ideal_time_s(trace, model, workers)
+                done = []
+                for mode in ADAPTIVE_MODES:
+                    run = simulate_mode(trace, model, mode, workers=workers, period_s=period_s)
+                    mldcs = [s["mldc"] for s in run.statuses if s["mldc"] is not None]
+                    rows.append({
+                        "pipeline": model.pipeline, "scenario": scenario, "skew": skew,
+                        "repeat": repeat, "mode": mode, "throughput": run.throughput,
+                        "ideal_throughput": run.publications / ideal,
+                        "rebalances": len(run.commands),
+                        "moved_partitions": run.moved_partitions,
+                        "publications": run.publications, "batches": len(run.makespans_ms),
+                        "time_s": run.time_s, "move_s": run.move_ms / 1000,
+                        "ideal_time_s": ideal,
+                        "mldc_first": mldcs[0] if mldcs else math.nan,
+                        "mldc_last": mldcs[-1] if mldcs else math.nan,
+                        "workers": workers, "hot_workers": hot_workers})
+                    done.append(rows[-1])
+                    if mode != COST_MODE:
+                        decisions += [{"pipeline": model.pipeline, "scenario": scenario,
+                                       "skew": skew, "repeat": repeat, "mode": mode,
+                                       "period": s["period"], "time_s": s["time"] / 1000,
+                                       "epoch": s["epoch"], "decision": s["decision"],
+                                       "mldc": "" if s["mldc"] is None else s["mldc"],
+                                       "reason": s["reason"]} for s in run.statuses]
+                log(f"simulation: {model.pipeline} {scenario} skew {skew:.3f} r{repeat}: "
+                    + ", ".join(f"{r['mode']} {r['throughput']:,.0f}/s ({r['rebalances']} reb.)"
+                                for r in done)
+                    + f"; ideal {done[0]['ideal_throughput']:,.0f}/s")
+    workloads.clear()
+    path = out_dir / "adaptive_simulation.csv"
+    write_csv(path, rows)
+    decided = out_dir / "adaptive_decisions.csv"   # ~1 MB of reasons: stored gzipped
+    write_csv(decided, decisions)
+    with open(decided, "rb") as src, gzip.open(decided.with_name(decided.name + ".gz"),
+                                                 "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    decided.unlink()
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.paper.simulate --from DIR --out DIR``: ``compare_adaptive``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.paper.simulate",
+                                     description=compare_adaptive.__doc__)
+    parser.add_argument("--from", dest="source", type=Path, required=True,
+                        help="results directory with the physical runs' CSVs (cost models)")
+    parser.add_argument("--out", type=Path, required=True, help="where the CSVs go")
+    parser.add_argument("--pipelines", nargs="*", default=None)
+    args = parser.parse_args(argv)
+    path = compare_adaptive(args.source, args.out,
+                            pipelines=tuple(args.pipelines) if args.pipelines else None)
+    return 0 if path else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
