@@ -1,5 +1,6 @@
 """The Dynamic Distributor's parameters (the paper's Table 1) plus metric, mode, when the
-first period ends and how long it waits for the app to report a commanded epoch.
+first period ends, how long it waits for the app to report a commanded epoch, and the three
+tunables of mode adaptive (``distributor.adaptive``; Table 1's do not apply there).
 
 Their defaults are the ``[distributor]`` table of config/default.toml, the one place Table 1 is
 written down. The period D is not here: the engine counts periods, and only the loop that calls
