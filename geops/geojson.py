@@ -148,15 +148,16 @@ def _parse(
         keep.append(i)
         objects.append(gj)
         props_out.append(props)
-    built, unreadable = geometries(objects, bulk)
+    built, unreadable, finite = geometries(objects, bulk)
     if unreadable:
         rejected.extend(Rejected(keep[k], reason) for k, reason in unreadable.items())
         good = [k for k in range(len(keep)) if k not in unreadable]
         keep = [keep[k] for k in good]
         built = [built[k] for k in good]
         props_out = [props_out[k] for k in good]
+        finite = finite[good]
     geoms = built
-    problems = geometry_problems(np.array(geoms, dtype=object)) if geoms else []
+    problems = geometry_problems(np.array(geoms, dtype=object), finite) if geoms else []
     k2, g2, p2 = [], [], []
     for i, g, p, problem in zip(keep, geoms, props_out, problems, strict=True):
         if problem:

@@ -42,11 +42,14 @@ def geometry_one(gj: Any) -> Any:
         raise ValueError(f"unreadable geometry: {exc}") from None
 
 
-def geometries(objects: Sequence[Any], bulk: bool = True) -> tuple[list[Any], dict[int, str]]:
-    """Shapely geometries of GeoJSON geometry objects (None where unreadable), and the reason
-    of each unreadable one by position. ``bulk=False`` reads every one through GEOS."""
+def geometries(objects: Sequence[Any], bulk: bool = True
+               ) -> tuple[list[Any], dict[int, str], np.ndarray]:
+    """Shapely geometries of GeoJSON geometry objects (None where unreadable), the reason of
+    each unreadable one by position, and which were built in bulk (their coordinates are known
+    to be finite). ``bulk=False`` reads every one through GEOS."""
     out: list[Any] = [None] * len(objects)
     errors: dict[int, str] = {}
+    finite = np.zeros(len(objects), bool)
     groups: dict[str, list[int]] = {}
     for i, gj in enumerate(objects):
         kind = gj.get("type") if bulk and type(gj) is dict else None
@@ -55,8 +58,8 @@ def geometries(objects: Sequence[Any], bulk: bool = True) -> tuple[list[Any], di
         else:
             _one_by_one(objects, [i], out, errors)
     for kind, members in groups.items():
-        _build(objects, kind, members, out, errors)
-    return out, errors
+        _build(objects, kind, members, out, errors, finite)
+    return out, errors, finite
 
 
 def _one_by_one(objects: Sequence[Any], members: list[int], out: list[Any],
@@ -69,17 +72,18 @@ def _one_by_one(objects: Sequence[Any], members: list[int], out: list[Any],
 
 
 def _build(objects: Sequence[Any], kind: str, members: list[int], out: list[Any],
-           errors: dict[int, str]) -> None:
+           errors: dict[int, str], finite: np.ndarray) -> None:
     built = _ragged(kind, [objects[i]["coordinates"] for i in members])
     if built is not None:
         for i, geom in zip(members, built, strict=True):
             out[i] = geom
+        finite[members] = True
     elif len(members) <= SMALLEST_CHUNK:
         _one_by_one(objects, members, out, errors)
     else:
         half = len(members) // 2
-        _build(objects, kind, members[:half], out, errors)
-        _build(objects, kind, members[half:], out, errors)
+        _build(objects, kind, members[:half], out, errors, finite)
+        _build(objects, kind, members[half:], out, errors, finite)
 
 
 def _ragged(kind: str, coords: list[Any]) -> np.ndarray | None:
@@ -99,9 +103,10 @@ def _ragged(kind: str, coords: list[Any]) -> np.ndarray | None:
         offsets.append(offset)
         parts = list(chain.from_iterable(parts))
     positions = parts
-    if set(map(type, positions)) != {list}:
+    try:  # a number has no length; anything else of length 2 or 3 has values checked below
+        sizes = set(map(len, positions))
+    except TypeError:
         return None
-    sizes = set(map(len, positions))
     if len(sizes) != 1 or not sizes <= {2, 3}:
         return None
     dims = sizes.pop()

@@ -94,8 +94,12 @@ class Publications:
         return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, np.int64))
 
 
-def geometry_problems(geoms: np.ndarray) -> list[str | None]:
-    """Per geometry, why it cannot be used (missing, empty, non-finite, invalid) or None."""
+def geometry_problems(geoms: np.ndarray, finite_known: np.ndarray | None = None
+                      ) -> list[str | None]:
+    """Per geometry, why it cannot be used (missing, empty, non-finite, invalid) or None.
+
+    ``finite_known`` marks geometries whose coordinates are already known to be finite (built
+    from checked arrays), whose coordinates are then not read again."""
     geoms = np.asarray(geoms, dtype=object)
     missing = shapely.is_missing(geoms)
     present = ~missing
@@ -104,7 +108,7 @@ def geometry_problems(geoms: np.ndarray) -> list[str | None]:
     usable = present & ~empty
     finite = np.ones(len(geoms), bool)
     if usable.any():
-        idx = np.flatnonzero(usable)
+        idx = np.flatnonzero(usable if finite_known is None else usable & ~finite_known)
         # x/y of every geometry; z only where a geometry has one (2-D ones report NaN z).
         for sel in (idx, idx[shapely.has_z(geoms[idx])]):
             if not len(sel):

@@ -53,8 +53,10 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("copies", [1, SMALLEST_CHUNK * 3])
 def test_bulk_and_one_by_one_agree_on_good_and_bad_objects(copies):
     objects = [obj for obj in OBJECTS for _ in range(copies)]
-    bulk, bulk_errors = geometries(objects)
-    each, each_errors = geometries(objects, bulk=False)
+    bulk, bulk_errors, finite = geometries(objects)
+    each, each_errors, _ = geometries(objects, bulk=False)
+    assert all(shapely.get_coordinates(g).size and np.isfinite(shapely.get_coordinates(
+        g, include_z=True)[:, :2]).all() for g, f in zip(bulk, finite, strict=True) if f)
     assert bulk_errors == each_errors
     assert all(_same(a, b) for a, b in zip(bulk, each, strict=True))
     assert len(bulk_errors) >= 10 * copies  # the malformed ones are reported
