@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from cli.bench_churn import register_churn
 from cli.bench_live import register_live
+from cli.bench_load import register_load
 from cli.bench_paper import register_paper
 from cli.common import CommandError, positive_int
 from cli.progress import elapsed_log
@@ -21,7 +22,7 @@ from geops.strategies import STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live, churn)",
+    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live, churn, load)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -107,4 +108,5 @@ def _decode(args: argparse.Namespace) -> int:
 
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    register_kernel, register_decode, register_paper, register_live, register_churn)
+    register_kernel, register_decode, register_paper, register_live, register_churn,
+    register_load)
