@@ -26,7 +26,7 @@ def test_adaptive_service_judges_every_batch_commands_once_and_learns_the_move(k
         while not service.counters.get("commands", 0):   # a batch at a time, each judged
             assert app.batch < 60, "no command"
             app.play(0, initial)
-            wait_for(lambda: service.counters.get("periods", 0) == app.batch)
+            wait_for(lambda: service.counters.get("periods", 0) == app.batch, timeout=60)
         (command,) = commands(cfg)
         assert command["reason"].startswith("adaptive: ")
         new = command["assignment"]
@@ -34,9 +34,9 @@ def test_adaptive_service_judges_every_batch_commands_once_and_learns_the_move(k
         app.send("MoveReport", {"app_id": APP, "batch_id": app.batch, "epoch": 1,
                                 "partitions_moved": moved, "bytes": 400_000 * len(moved),
                                 "duration_ms": 180.0, "time": 1_000})
-        for _ in range(6):
-            app.play(1, new)
-        wait_for(lambda: service.counters.get("periods", 0) >= app.batch)
+        for _ in range(6):   # balanced now (FakeApp's hot worker would follow the move)
+            app.play(1, new, hot=-1)
+        wait_for(lambda: service.counters.get("periods", 0) >= app.batch, timeout=60)
     assert service.counters["commands"] == 1 and service.counters["move reports"] == 1
     statuses = by_schema(cfg.kafka_client(), cfg.topic("status"))["DistributorStatus"]
     assert len(statuses) == app.batch   # one decision per batch, no period D
