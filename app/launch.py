@@ -50,8 +50,9 @@ def spark_submit_args(cfg: Config) -> list[str]:
     """spark-submit arguments for the settings Spark must have when its JVM starts."""
     java = " ".join(filter(None, [EXIT_ON_OOM, cfg["spark.driver_java_options"]]))
     args = ["--driver-memory", cfg["spark.driver_memory"], "--driver-java-options", java,
-            "--conf", f"spark.executor.memory={cfg['spark.executor_memory']}",
             "--conf", f"spark.driver.maxResultSize={cfg['spark.driver_max_result_size']}"]
+    if cfg["spark.executor_memory"]:  # else Spark's default, which any cluster's workers offer
+        args += ["--conf", f"spark.executor.memory={cfg['spark.executor_memory']}"]
     for key, value in cfg["spark.conf"].items():
         args += ["--conf", f"{key}={value}"]
     return args

@@ -132,8 +132,13 @@ def _memory(text: Any) -> str:
     return f"{int(m.group(1))}{(m.group(2) or '').lower()}"
 
 
+def _optional_memory(text: Any) -> str:
+    """A JVM memory size, or empty for Spark's own default."""
+    return "" if isinstance(text, str) and not text.strip() else _memory(text)
+
+
 def _positive_memory(value: str) -> None:
-    if int(re.match(r"\d+", value).group()) == 0:
+    if value and int(re.match(r"\d+", value).group()) == 0:
         raise ValueError(f"must be above zero, got {value}")
 
 
@@ -233,7 +238,8 @@ SETTINGS: tuple[Setting, ...] = (
             _memory, "heap of the driver JVM (in local mode also the executors'), given to "
             "spark-submit at launch, e.g. 4g", check=_positive_memory),
     Setting("spark.executor_memory", "spark", "GEOPS_SPARK_EXECUTOR_MEMORY", "--executor-memory",
-            _memory, "heap of each executor JVM on a cluster (local mode: unused)",
+            _optional_memory, "heap of each executor JVM on a cluster (empty: Spark's default, 1g; "
+            "local mode: unused)",
             check=_positive_memory),
     Setting("spark.driver_max_result_size", "spark", "GEOPS_SPARK_DRIVER_MAX_RESULT_SIZE",
             "--driver-max-result-size", _memory, "largest result of one Spark job the driver "

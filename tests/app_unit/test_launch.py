@@ -23,8 +23,11 @@ def test_launch_settings_become_spark_submit_arguments():
     assert pairs["--driver-memory"] == "6g"
     assert pairs["--driver-java-options"] == f"{EXIT_ON_OOM} -Dx=1"
     confs = [v for k, v in zip(args[::2], args[1::2], strict=True) if k == "--conf"]
-    assert "spark.executor.memory=4g" in confs and "spark.driver.maxResultSize=1g" in confs
+    assert "spark.driver.maxResultSize=1g" in confs
+    assert not any(c.startswith("spark.executor.memory=") for c in confs)  # Spark's default
     assert "spark.sql.shuffle.partitions=8" in confs  # [spark.conf] goes along, at launch
+    cfg = config.load(environ={"GEOPS_SPARK_EXECUTOR_MEMORY": "3g"})
+    assert "spark.executor.memory=3g" in spark_submit_args(cfg)
 
 
 def test_memory_in_spark_conf_is_refused_with_the_setting_to_use(tmp_path):
