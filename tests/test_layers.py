@@ -26,10 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
 
 # Imports that break the rule today, each with the reason and who removes it. Keep it empty.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("bench/live/harness.py", "cli"): "produce_records and subscription_records from "
-    "cli.produce: import them from kafkaio.sender and schemas.records (owner of bench/live)",
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Third-party packages a layer must not need: the core runs without Spark or Kafka, and only
 # the app runs on Spark.

@@ -27,14 +27,15 @@ from confluent_kafka import TopicPartition
 
 import config
 from bench.live import calc
-from cli.produce import produce_records, subscription_records
 from config import TOPICS
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, admin, consumer, producer
 from kafkaio.offsets import EndOffsets, read_to_end
+from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
 from schemas import DecodeError, codec
 from schemas.codec import HEADER_LEN
+from schemas.records import subscription_records
 
 GEOPS = [sys.executable, "-m", "cli.main"]
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ Log = Callable[[str], None]
 # the number of record batches in a partition, and 5 ms made batches of 1-3 records at these
 # rates; 50 ms keeps them tens of records (the time a record waits here counts as latency).
 LINGER_MS = 50
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class BenchFailed(RuntimeError):
@@ -136,7 +138,8 @@ def session_env(base: Mapping[str, str], address: str, state: Path, prefix: str,
            if not (k.startswith("GEOPS_") and k not in ("GEOPS_CONFIG",))}
     env.update({"GEOPS_BOOTSTRAP_SERVERS": address, "GEOPS_STATE_DIR": str(state),
                 "GEOPS_APP_ID": prefix, "PYSPARK_PYTHON": sys.executable,
-                "PYSPARK_DRIVER_PYTHON": sys.executable})
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "GEOPS_SPARK_UI": "off"})  # as in the runs the results were recorded with
     defaults = config.load(environ={})
     for t in TOPICS:
         env[f"GEOPS_{t.upper()}_TOPIC"] = f"{prefix}.{defaults.topic(t)}"
@@ -523,12 +526,7 @@ class Session:
         """RSS in MB per role: the app's JVM, its Python workers, its driver's Python (with the
         `geops app` wrapper), the broker and the
         distributor."""
-        parents = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
-                    parents[pid] = ppid
+        parents = process_parents()
         roles: dict[str, int] = {}
         trees = [(self.app, "app-driver-python"), (self.distributor, "distributor")]
         for proc, default in trees:
@@ -548,6 +546,18 @@ class Session:
         return {"time_ms": now_ms(), "lag": sample.lag if sample else None,
                 **{f"{k}_mb": round(v / 1024, 1) for k, v in sorted(roles.items())}}
 
+    # CPU time
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system, with reaped children) used so far by the app's process
+        tree and by the broker."""
+        out = {"app": 0.0, "broker": 0.0}
+        if self.app is not None and self.app.popen.poll() is None:
+            for pid in calc.descendants(self.app.popen.pid, process_parents()):
+                out["app"] += _cpu_seconds(pid)
+        if self.procs.broker_pid is not None:
+            out["broker"] = _cpu_seconds(self.procs.broker_pid)
+        return out
+
     def close(self, delete_topics: bool) -> None:
         self.monitor.close()
         for proc in (self.distributor, self.app):
@@ -556,9 +566,27 @@ class Session:
                 self.log(f"{proc.name} stopped (exit code {code})")
         if delete_topics:
             with contextlib.suppress(Exception):
-                client = admin(self.cfg)
+                client = admin(self.cfg.kafka_client())
                 futures = client.delete_topics([self.cfg.topic(t) for t in TOPICS],
                                                operation_timeout=30)
                 for f in futures.values():
                     with contextlib.suppress(Exception):
                         f.result()
+
+
+def process_parents() -> dict[int, int]:
+    """{pid: ppid} of every process on the machine."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
+                parents[pid] = ppid
+    return parents
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        return calc.cpu_ticks(Path(f"/proc/{pid}/stat").read_text()) / CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return 0.0  # gone meanwhile
