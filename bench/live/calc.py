@@ -220,6 +220,13 @@ def parse_stat(text: str) -> tuple[int, int]:
     return pid, int(rest[1])
 
 
+def cpu_ticks(text: str) -> int:
+    """CPU time of a /proc/<pid>/stat line in clock ticks: user + system, its own and that of
+    its children it has waited for (utime, stime, cutime, cstime)."""
+    rest = text.rsplit(")", 1)[1].split()
+    return sum(int(x) for x in rest[11:15])
+
+
 def descendants(root: int, parents: Mapping[int, int]) -> list[int]:
     """``root`` and every process below it, given {pid: ppid}."""
     children: dict[int, list[int]] = {}

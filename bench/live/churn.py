@@ -171,6 +171,7 @@ class Level:
     phase: PhaseResult
     changes: ChangeRun | None
     window: tuple[int, int]            # epoch ms: the change window of the offer
+    cpu: dict[str, float]              # CPU seconds over the level (offer and drain), by role
     effect: churn_calc.Effect | None = None
 
     @property
@@ -194,7 +195,8 @@ class Level:
                "p50_ms": lat["p50"], "p99_ms": lat["p99"],
                "max_ms": lat["max"], "lag_max": max((x.lag for x in p.samples
                                                     if x.lag is not None), default=None),
-               "drain_s": p.drain_s, "loadavg_1m": p.load}
+               "drain_s": p.drain_s, "loadavg_1m": p.load,
+               **churn_calc.cpu_use(p.offer.sent, self.cpu["app"], self.cpu["broker"])}
         c = self.changes
         row.update({"changes_written": 0 if c is None else c.paced.sent,
                     "change_write_rate": 0.0 if c is None else c.achieved_rate,
@@ -215,11 +217,13 @@ def run_level(s: Session, pub, writer: ChangeWriter | None, spec: ChurnSpec, str
         assert writer is not None
         events = [(0.0, lambda: writer.start(change_rate, window))]
     label = f"{strategy} {join}, {change_rate:,.0f} changes/s (round {rnd + 1})"
+    cpu0 = s.cpu_seconds()
     result = phase(s, pub, label, spec.rate, spec.duration_s, log, events=events)
+    cpu = {k: v - cpu0[k] for k, v in s.cpu_seconds().items()}
     changes = writer.join() if change_rate > 0 and writer is not None else None
     t0 = result.offer.t0_ms
     w = (t0, t0 + int(window * 1000))
-    level = Level(strategy, join, rnd, change_rate, result, changes, w)
+    level = Level(strategy, join, rnd, change_rate, result, changes, w, cpu)
     if changes is not None:
         with s.monitor.lock:
             batches = list(s.monitor.data.batches)
@@ -227,7 +231,8 @@ def run_level(s: Session, pub, writer: ChangeWriter | None, spec: ChurnSpec, str
                                                  changes.offsets, batches)
     r = level.row(spec.trigger_ms)
     log(f"  {label}: processed {r['processed_rate']:,.0f} pub/s over the change window, "
-        f"busy {r['busy_share']:.0%}, {_fmt(r['per_busy_s'])} pub per busy s; latency p50 "
+        f"busy {r['busy_share']:.0%}, {_fmt(r['per_busy_s'])} pub per busy s, "
+        f"{_fmt(r['pub_per_cpu_s'])} pub per app CPU s; latency p50 "
         f"{_fmt(r['p50_ms'])} ms, p99 {_fmt(r['p99_ms'])} ms"
         + ("" if changes is None else
            f"; {r['changes_written']:,} changes at {r['change_write_rate']:,.0f}/s, "

@@ -136,6 +136,15 @@ def window_throughput(batches: Iterable[Mapping], t0_ms: float, t1_ms: float) ->
             "batch_ms_mean": busy_ms / len(bs) if bs else None}
 
 
+def cpu_use(publications: int, app_cpu_s: float, broker_cpu_s: float) -> dict:
+    """CPU the app's processes and the broker used over a level (offer and drain), and the
+    app's publications per CPU second: a cost measure that other work on the machine
+    disturbs much less than wall-clock time does."""
+    return {"app_cpu_s": app_cpu_s, "broker_cpu_s": broker_cpu_s,
+            "app_cpu_ms_per_1k": app_cpu_s * 1e6 / publications if publications else None,
+            "pub_per_cpu_s": publications / app_cpu_s if app_cpu_s > 0 else None}
+
+
 # -- time to effect --------------------------------------------------------------------------
 
 @dataclass
@@ -213,15 +222,16 @@ def _div(v: float | None, d: float) -> float | None:
 
 # -- against the level without changes -------------------------------------------------------
 
-RATIO_KEYS = (("processed_rate", "throughput_ratio"), ("per_busy_s", "capacity_ratio"))
+RATIO_KEYS = (("processed_rate", "throughput_ratio"), ("per_busy_s", "capacity_ratio"),
+              ("pub_per_cpu_s", "cpu_ratio"))
 
 
 def with_ratios(rows: Sequence[dict], keys: Sequence[str],
                 group: Sequence[str] = ("strategy", "join")) -> list[dict]:
     """Rows (one per round and level) reduced to one per group and change rate: the mean over
     rounds of each of ``keys``, and the ratio of the means of ``processed_rate``
-    (``throughput_ratio``) and ``per_busy_s`` (``capacity_ratio``) to the same group's at 0
-    changes/s."""
+    (``throughput_ratio``), ``per_busy_s`` (``capacity_ratio``) and ``pub_per_cpu_s``
+    (``cpu_ratio``) to the same group's at 0 changes/s."""
     cells: dict[tuple, dict[float, list[dict]]] = {}
     for r in rows:
         key = tuple(r[g] for g in group)

@@ -15,6 +15,7 @@ from bench.live.report import _command, _machine, _ms, _plt, _write_csv, batch_r
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
+             "pub_per_cpu_s", "app_cpu_ms_per_1k", "app_cpu_s", "broker_cpu_s",
              "batch_ms_mean", "lag_max", "change_write_rate", "loadavg_1m")
 # targets of issue 21, reported against (not asserted)
 TARGET_COST = 0.10        # 1,000 changes/s cost at most 10 % of throughput (sPIS STAL)
@@ -79,6 +80,8 @@ def plot(path: Path, cells: Sequence[dict], trigger_ms: float) -> None:
                      label=f"{name} processed")
         axes[0].plot(xs, [r["capacity_ratio"] or np.nan for r in rs], "s--", color=f"C{k}",
                      label=f"{name} per busy s")
+        axes[0].plot(xs, [r["cpu_ratio"] or np.nan for r in rs], "^:", color=f"C{k}",
+                     label=f"{name} per app CPU s")
         axes[1].plot(xs, [(r["p50_ms"] or np.nan) / 1000 for r in rs], "o--", color=f"C{k}",
                      label=f"{name} p50")
         axes[1].plot(xs, [(r["p99_ms"] or np.nan) / 1000 for r in rs], "^-", color=f"C{k}",
@@ -139,10 +142,11 @@ def _f(v: float | None, spec: str) -> str:
 
 def table(cells: Sequence[dict]) -> list[str]:
     lines = ["| strategy | join | changes/s | written/s | offered pub/s | processed pub/s "
-             "| ratio | pub per busy s | ratio | busy | p50 ms | p99 ms | time to effect p50 / "
-             "p99 ms | p50 / p99 triggers | p99 batches | not in effect | load avg |",
+             "| ratio | pub per busy s | ratio | busy | pub per app CPU s | ratio | p50 ms | "
+             "p99 ms | time to effect p50 / p99 ms | p50 / p99 triggers | p99 batches | not in "
+             "effect | load avg |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-             "---:|"]
+             "---:|---:|---:|"]
     for r in sorted(cells, key=lambda r: (r["strategy"], r["join"], r["change_rate"])):
         tte = r.get("tte_p50_ms") is not None
         lines.append(
@@ -150,7 +154,8 @@ def table(cells: Sequence[dict]) -> list[str]:
             f"{_ms(r['change_write_rate'])} | {_ms(r['offered_rate'])} | "
             f"{_ms(r['processed_rate'])} | {_f(r['throughput_ratio'], '.3f')} | "
             f"{_ms(r['per_busy_s'])} | {_f(r['capacity_ratio'], '.3f')} | "
-            f"{_f(r['busy_share'], '.0%')} | {_ms(r['p50_ms'])} | {_ms(r['p99_ms'])} | "
+            f"{_f(r['busy_share'], '.0%')} | {_ms(r['pub_per_cpu_s'])} | "
+            f"{_f(r['cpu_ratio'], '.3f')} | {_ms(r['p50_ms'])} | {_ms(r['p99_ms'])} | "
             + (f"{_ms(r['tte_p50_ms'])} / {_ms(r['tte_p99_ms'])} | "
                f"{r['tte_p50_triggers']:.2f} / {r['tte_p99_triggers']:.2f} | "
                f"{_f(r['tte_p99_batches'], '.0f')} | {r['censored']:,} of {r['changes']:,} | "
@@ -165,12 +170,14 @@ def targets(cells: Sequence[dict]) -> list[str]:
     for r in cells:
         if (r["strategy"], r["join"], r["change_rate"]) == ("sPIS", "STAL", 1000.0):
             for key, what in (("throughput_ratio", "processed publications/s"),
-                              ("capacity_ratio", "publications per busy second")):
+                              ("capacity_ratio", "publications per busy second"),
+                              ("cpu_ratio", "publications per app CPU second")):
                 v = r.get(key)
                 if v is not None:
                     out.append(f"- 1,000 changes/s, sPIS STAL, {what}: {v:.3f} of 0 changes/s"
-                               f" (cost {1 - v:.1%}; target: cost ≤ {TARGET_COST:.0%}) → "
-                               f"**{'met' if 1 - v <= TARGET_COST else 'missed'}**")
+                               f" (target ≥ {1 - TARGET_COST:.2f}, a cost of at most "
+                               f"{TARGET_COST:.0%}) → "
+                               f"**{'met' if v >= 1 - TARGET_COST else 'missed'}**")
     for r in sorted(cells, key=lambda r: (r["strategy"], r["join"], r["change_rate"])):
         v = r.get("tte_p99_triggers")
         if v is not None:
@@ -192,8 +199,12 @@ LEGEND = (
     "the summed duration of those batches, an estimate of what the app could process if it "
     "were never idle (at an offered load below the maximum, processed pub/s stays at the "
     "offered rate until the app saturates, so this is the more sensitive measure of the cost "
-    "of the changes); busy: that duration / the window. Latency: event time (set when the "
-    "producer sent the publication) to the Kafka timestamp of its Match record, for the "
+    "of the changes); busy: that duration / the window. Pub per app CPU s: the level's "
+    "publications / the CPU seconds (user + system) the app's processes (the `geops app` tree: "
+    "driver, JVM, Python workers) used from the start of the level to the end of its drain, "
+    "changes included; other work on the machine changes it much less than it changes "
+    "wall-clock times. Latency: the event time (set when the producer sent the publication) to "
+    "the Kafka timestamp of its Match record, for the "
     "publications sent in the window. Time to effect: a change written at t (its record's "
     "timestamp) to offset o of the subscriptions topic takes effect in the first batch whose "
     "BatchSummary.subscription_offsets exceed o; the time is that batch's start_time − t (can "

@@ -250,7 +250,8 @@ def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000
         written = np.arange(t0, t0 + 9_000, 100)
         changes = ChangeRun(rate, Paced(len(written), t0, t0 + 9_000, np.zeros(10)), written,
                             np.zeros(len(written), int), np.arange(len(written)), (1, 2, 1))
-    lv = Level(strategy, "STAL", rnd, rate, phase, changes, (t0, t0 + 9_000))
+    lv = Level(strategy, "STAL", rnd, rate, phase, changes, (t0, t0 + 9_000),
+               {"app": 9.0 + rate / 1000, "broker": 1.0})
     if changes is not None:
         lv.effect = churn_calc.time_to_effect(changes.written_ms, changes.partitions,
                                               changes.offsets, batches)
@@ -276,7 +277,18 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
     r = rows[("sPIS", 1000.0)]
     assert float(r["throughput_ratio"]) == pytest.approx(440 / 450, rel=1e-3)
     assert int(r["changes"]) == 180 and int(r["censored"]) == 0
+    assert float(r["cpu_ratio"]) == pytest.approx(9 / 10)       # 9,000 pubs in 9 s vs 10 s
+    assert float(r["app_cpu_ms_per_1k"]) == pytest.approx(10_000 / 9, rel=1e-5)
     readme = (tmp_path / "README.md").read_text()
-    assert "geops bench churn" in readme and "cost 2.2%" in readme and "**met**" in readme
+    assert "geops bench churn" in readme and "0.978 of 0 changes/s" in readme
+    assert "**met**" in readme
     with gzip.open(tmp_path / "effects_raw.csv.gz", "rt") as fh:
         assert len(list(csv.DictReader(fh))) == 4 * 90
+
+
+def test_cpu_ticks_of_a_proc_stat_line_and_the_cpu_use():
+    line = "42 (a b) c) S 7 42 42 0 -1 4194304 99 0 0 0 120 30 5 6 20 0 1 0 597107"
+    assert calc.cpu_ticks(line) == 120 + 30 + 5 + 6
+    u = churn_calc.cpu_use(9000, 4.5, 1.0)
+    assert u["pub_per_cpu_s"] == 2000 and u["app_cpu_ms_per_1k"] == 500
+    assert churn_calc.cpu_use(0, 0.0, 0.0)["pub_per_cpu_s"] is None
