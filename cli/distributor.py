@@ -18,10 +18,15 @@ produced after it started), writes one DistributorStatus per period to the statu
 in dynamic mode, a RebalanceCommand to the control topic when all four conditions hold:
 MLDC > --threshold, at least --min-items items under the assignment in force, no change in
 the last --wait-periods periods, and an improvement of more than --min-improvement. On start it
-recovers the epoch in force from the control topic, so epochs only grow.
+recovers the epoch in force from the control topic, so epochs only grow. With --mode adaptive
+it decides after every batch of the app instead, from a cost model (the predicted saving over
+the load pattern's expected lifetime against the learnt cost of the move; distributor/README.md).
+If the app does not report a commanded epoch within --resync-periods periods, it goes back to
+the epoch and assignment the app reports (decision `resync`).
 
-Logs one line per period on stderr. SIGINT/SIGTERM stop it cleanly. Exit codes: 0 stopped,
-1 Kafka unreachable or a topic missing (create them with `geops topics create`), 2 bad option.
+Logs one line per decision on stderr. SIGINT/SIGTERM stop it cleanly. Exit codes: 0 stopped,
+1 Kafka unreachable or a topic missing (create them with `geops topics create`), 2 bad option,
+4 Kafka did not answer for --outage-limit.
 
 Watch it:  geops tail --topic status      geops tail --topic control --from-beginning
 """
