@@ -53,6 +53,9 @@ def register_churn(benches: argparse._SubParsersAction) -> None:
     c.add_argument("--tail", default="3s", metavar="D",
                    help="the end of each level without changes, so the last ones take "
                         "effect while publications still flow (3s)")
+    c.add_argument("--warmup", default="30s", metavar="D",
+                   help="before the levels, offer --rate with changes at the lowest change "
+                        "rate for D, not kept (30s; 0 for none)")
     c.add_argument("--rounds", type=int, default=2, metavar="K",
                    help="times each level runs, odd rounds in reverse order (default 2)")
     c.add_argument("--mix", default="25,50,25", metavar="NEW,UPDATE,TOMBSTONE",
@@ -102,10 +105,14 @@ def build_spec(args: argparse.Namespace):
     if tail >= duration:
         raise CommandError("--tail must be shorter than --duration", EXIT_USAGE)
     live.duration(args.trigger, "--trigger")
+    try:
+        warmup = config.parse_duration(args.warmup)
+    except ValueError as exc:
+        raise CommandError(f"--warmup: {exc}", EXIT_USAGE) from None
     given, kafka_props = live.kafka_settings(args)
     return ChurnSpec(
         out=Path(args.out), cells=tuple((s, j) for s in strategies for j in joins),
-        change_rates=rates, rate=args.rate, duration_s=duration, tail_s=tail,
+        change_rates=rates, rate=args.rate, duration_s=duration, tail_s=tail, warmup_s=warmup,
         rounds=args.rounds, mix=mix, subscriptions=args.subscriptions, pool=args.pool,
         seed=args.seed,
         app=AppOptions(strategies[0], joins[0], args.workers, args.partitions,

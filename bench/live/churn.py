@@ -50,6 +50,7 @@ class ChurnSpec(BenchEnv):
     rate: float = 900.0                  # publications/s offered at every level
     duration_s: float = 60.0             # per level
     tail_s: float = 3.0                  # the end of a level without changes
+    warmup_s: float = 30.0               # offered (with changes) before the levels, not kept
     rounds: int = 2
     mix: tuple[float, float, float] = (0.25, 0.5, 0.25)  # new, update, tombstone
     subscriptions: int = 10_000
@@ -263,6 +264,23 @@ def workload_for(spec: ChurnSpec, log: Log) -> tuple[Workload, np.ndarray]:
         subs.geoms[n:]
 
 
+def warm_up(s: Session, pub, writer: ChangeWriter, spec: ChurnSpec, log: Log) -> None:
+    """Offer the levels' publication rate for ``warmup_s`` with changes at the lowest change
+    rate, not kept: the first tens of seconds of an app cost more (the JVM compiles, Python
+    workers import) and the first changes take paths the publications alone do not."""
+    if spec.warmup_s <= 0:
+        return
+    rate = min((r for r in spec.change_rates if r > 0), default=0.0)
+    log(f"warming up: {spec.rate:,.0f} pub/s and {rate:,.0f} changes/s for "
+        f"{spec.warmup_s:.0f} s (not kept)")
+    if rate:
+        writer.start(rate, max(spec.warmup_s - spec.tail_s, 1.0))
+    pub.offer(spec.rate, spec.warmup_s, pub.new_base())
+    if rate:
+        writer.join()
+    s.drain()
+
+
 def run_cell(bench: Bench, spec: ChurnSpec, workload: Workload, change_geoms: np.ndarray,
              strategy: str, join: str, log: Log) -> list[Level]:
     app = AppOptions(**{**spec.app.__dict__, "strategy": strategy, "join": join})
@@ -279,12 +297,7 @@ def run_cell(bench: Bench, spec: ChurnSpec, workload: Workload, change_geoms: np
     levels = []
     try:
         s.warm_up(pub, spec.rate)
-        if any(r > 0 for r in spec.change_rates):  # the first changes carry a warm-up too
-            writer.start(min(r for r in spec.change_rates if r > 0), 3.0)
-            pub.offer(spec.rate, 4.0, pub.new_base())
-            writer.join()
-            s.drain()
-            log("warmed up the subscription changes")
+        warm_up(s, pub, writer, spec, log)
         for rnd, rate in churn_calc.level_order(spec.change_rates, spec.rounds):
             levels.append(run_level(s, pub, writer, spec, strategy, join, rnd, rate, log))
         log(f"{strategy} {join}: {len(mix):,} subscriptions live at the end")

@@ -240,8 +240,9 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
         f"{spec.seed}) cycled with fresh ids at {spec.rate:,.0f} publications/s. Per cell "
         f"(strategy × join) one app; levels of {spec.duration_s:.0f} s (changes during the "
         f"first {spec.window_s:.0f} s) in the order {order} changes/s "
-        f"({spec.rounds} round{'s' if spec.rounds != 1 else ''}, odd rounds reversed), the "
-        f"app drained between levels. Machine: {_machine()}.", "",
+        f"({spec.rounds} round{'s' if spec.rounds != 1 else ''}, odd rounds reversed) after a "
+        f"warm-up of {spec.warmup_s:.0f} s that is not kept, the app drained between levels. "
+        f"Machine: {_machine()}.", "",
         "```", _command(spec), "```", "",
         *table(cells), "", "Targets (issue 21; reported, not asserted):", "",
         *targets(cells), "", LEGEND.format(mix=mix), "",

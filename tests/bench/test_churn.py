@@ -186,6 +186,7 @@ def test_the_command_line_builds_the_cells_and_levels():
                  "0,100,100", "--duration", "20s", "--tail", "2s", "--trigger", "250ms")
     assert spec.cells == (("sPIS", "STAL"), ("sPIS", "STRL"))
     assert spec.change_rates == (0, 100) and spec.window_s == 18 and spec.trigger_ms == 250
+    assert spec.warmup_s == 30 and _spec("--warmup", "0").warmup_s == 0
     d = _spec()
     assert d.cells == (("sPIS", "STAL"), ("sPIS", "STRL"), ("RIsPS", "STAL"),
                        ("RIsPS", "STRL"))
@@ -211,7 +212,7 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
     _, out, work = run_geops_bench(
         tmp_path, "churn", "--strategies", "sPIS", "--joins", "STAL", "--subscriptions", "300",
         "--pool", "2000", "--rate", "300", "--change-rates", "0,200", "--duration", "5s",
-        "--tail", "2s", "--rounds", "1", "--partitions", "8", timeout=240)
+        "--tail", "2s", "--rounds", "1", "--partitions", "8", "--warmup", "3s", timeout=240)
     for name in ("README.md", "churn.csv", "levels.csv", "batches.csv", "timeline.csv",
                  "effects_raw.csv.gz", "churn.png", "effect_cdf.png"):
         assert (out / name).stat().st_size > 0, name
