@@ -427,6 +427,18 @@ def _hot_shares(trace: Trace, model: CostModel, workers: int, hot_workers: int
                                                                  / max(cost.sum(), 1e-9))
 
 
+def _point_workload(workloads: Workloads, key: WorkloadKey,
+                    log: Callable[[str], None]) -> Workload | None:
+    """The workload of a simulated point, or None (logged) when its skew cannot be reached."""
+    try:
+        return workloads.get(key)
+    except ParameterError as exc:
+        log(f"simulation: skew {key.skew} not reachable with {key.subscriptions} subscriptions, "
+            f"P={key.partitions}, W={key.workers}: {exc}; skipped")
+        return None
+
+
+
 def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: int = HOT_WORKERS,
                    skews: tuple[float, ...] = SKEWS, publications: int = PUBLICATIONS,
                    min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
@@ -482,12 +494,9 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
             f"owns two partitions, so moving whole partitions cannot lower the busiest load")
     for skew in skews:
         for (repeat, subs, parts), group in sorted(groups.items()):
-            try:
-                workload = workloads.get(WorkloadKey(repeat, subs, publications, workers,
-                                                     hot_workers, parts, PARTITIONER, skew))
-            except ParameterError as exc:
-                log(f"simulation: skew {skew} not reachable with {subs} subscriptions, "
-                    f"P={parts}, W={workers}: {exc}; skipped")
+            workload = _point_workload(workloads, WorkloadKey(
+                repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
+            if workload is None:
                 continue
             for model in group:
                 missing = sorted(set(MODES) - set(model.modes()))
@@ -606,12 +615,9 @@ def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS
         groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
     for scenario, skew in points:
         for (repeat, subs, parts), group in sorted(groups.items()):
-            try:
-                workload = workloads.get(WorkloadKey(repeat, subs, publications, workers,
-                                                     hot_workers, parts, PARTITIONER, skew))
-            except ParameterError as exc:
-                log(f"simulation: skew {skew} not reachable with {subs} subscriptions, "
-                    f"P={parts}, W={workers}: {exc}; skipped")
+            workload = _point_workload(workloads, WorkloadKey(
+                repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
+            if workload is None:
                 continue
             for model in group:
                 batch = model.batch_records * workers // model.physical_workers
