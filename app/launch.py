@@ -69,7 +69,7 @@ class Fatal:
         """One line: what happened and which setting to change."""
         driver = (f"spark.driver_memory (--driver-memory, now {cfg['spark.driver_memory']})")
         executor = (f"spark.executor_memory (--executor-memory, now "
-                    f"{cfg['spark.executor_memory']})")
+                    f"{cfg['spark.executor_memory'] or 'Spark default, 1g'})")
         memory = driver if where.startswith("the Spark driver") else executor
         if self.kind == "heap":
             return (f"{where} ran out of memory ({self.cause}); raise {memory}, or load fewer "
