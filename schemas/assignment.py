@@ -3,14 +3,18 @@
 An assignment is a list of P worker ids (index = static partition id) with an epoch that only
 grows. The initial assignment (epoch 0) is the same pure function of P and W in the generator,
 the app and the distributor, so the skew the generator asks for is the skew the app sees.
+A hot partition may have several owners (``replicas``, RebalanceCommand v2): each owner holds a
+copy of its static data and takes a share of its stream items (``owner_index``).
 ``command_for`` judges one record of the control topic for one app; the app and the distributor
 read the newest command through it (``kafkaio.control.newest_command``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from schemas.codec import DecodeError, codec
 
@@ -52,6 +56,45 @@ def assignment_problem(assignment: Sequence[int], partitions: int, workers: int)
     return None
 
 
+Owners = tuple[int, ...]  # the workers owning one partition, its primary owner first
+
+
+def owners_of(assignment: Sequence[int],
+              replicas: Sequence[Mapping[str, Any]] = ()) -> list[Owners]:
+    """Every partition's owners from a command's ``assignment`` and ``replicas`` fields.
+
+    A partition without a replica entry has one owner, ``assignment[p]``; a replica entry lists
+    all owners with the primary first. ValueError when an entry contradicts the assignment.
+    """
+    owners: list[Owners] = [(w,) for w in assignment]
+    for rep in replicas:
+        p, workers = rep["partition"], tuple(rep["workers"])
+        if not 0 <= p < len(owners):
+            raise ValueError(f"replica of partition {p} outside 0..{len(owners) - 1}")
+        if not workers or workers[0] != assignment[p] or len(set(workers)) != len(workers):
+            raise ValueError(f"replicas of partition {p} {list(workers)} must start with its "
+                             f"owner {assignment[p]} and not repeat a worker")
+        owners[p] = workers
+    return owners
+
+
+def command_fields(owners: Sequence[Sequence[int]]) -> tuple[list[int], list[dict[str, Any]]]:
+    """The ``assignment`` and ``replicas`` fields of a command for per-partition ``owners``."""
+    assignment = [int(o[0]) for o in owners]
+    replicas = [{"partition": p, "workers": [int(w) for w in o]}
+                for p, o in enumerate(owners) if len(o) > 1]
+    return assignment, replicas
+
+
+def owner_index(keys: np.ndarray, replicas: int) -> np.ndarray:
+    """Which of a partition's ``replicas`` owners takes each stream item, by its int64 key.
+
+    A pure function of the publication key (Kafka partition and offset), so a batch replayed
+    after a crash splits its items exactly as before; consecutive offsets spread evenly.
+    """
+    return np.asarray(keys, np.int64) % replicas if replicas > 1 else np.zeros(len(keys), np.int64)
+
+
 def moves_between(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int, int]]:
     """(partition, from worker, to worker) for every partition whose owner changes."""
     return [(p, a, b) for p, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
@@ -80,6 +123,19 @@ def command_for(value: bytes | None, app_id: str, newer_than: int | None = None,
                                          f"in force ({newer_than})")
     if partitions is not None and workers is not None:
         problem = assignment_problem(rec["assignment"], partitions, workers)
+        if problem is None:
+            problem = replicas_problem(rec["assignment"], rec["replicas"], workers)
         if problem:
             raise CommandRejected(UNFIT, f"epoch {rec['epoch']}: {problem}")
     return rec
+
+
+def replicas_problem(assignment: Sequence[int], replicas: Sequence[Mapping[str, Any]],
+                     workers: int) -> str | None:
+    """Why a command's ``replicas`` do not fit its assignment and W workers, or None."""
+    try:
+        owners = owners_of(assignment, replicas)
+    except ValueError as exc:
+        return str(exc)
+    bad = sorted({w for o in owners for w in o if not 0 <= w < workers})
+    return f"replica worker ids {bad[:5]} outside 0..{workers - 1}" if bad else None
