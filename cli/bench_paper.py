@@ -23,7 +23,7 @@ QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json"
 
 
 def register_paper(benches: argparse._SubParsersAction) -> None:
-    from bench.paper.plan import MODES, PIPELINES, SKEWS
+    from bench.paper.plan import MODES, PIPELINES, RUN_MODES, SKEWS
 
     p = benches.add_parser(
         "paper", help="reproduce the paper's evaluation (six modes x four pipelines x skew)",
@@ -45,7 +45,9 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--pipelines", default=",".join(PIPELINES), metavar="LIST",
                    help="subset of " + ",".join(PIPELINES))
     p.add_argument("--modes", default=",".join(MODES), metavar="LIST",
-                   help="subset of the six modes, e.g. 'Static STAL,Dynamic LB STAL'")
+                   help="subset of the paper's six modes (the default) and 'Adaptive STAL' "
+                        "(the self-tuning distributor), e.g. 'Static STAL,Dynamic LB STAL'; "
+                        f"known: {', '.join(RUN_MODES)}")
     p.add_argument("--skews", metavar="LIST",
                    help="skew coefficients with one hot worker of two (0.5 is balanced; "
                         f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
@@ -102,8 +104,8 @@ def _run_paper(args: argparse.Namespace) -> int:
     from bench.paper.plan import (
         FULL_SIZES,
         MIN_STREAM_S,
-        MODES,
         PIPELINES,
+        RUN_MODES,
         SKEWS,
         first_period_plan,
         full_plan,
@@ -140,7 +142,7 @@ def _run_paper(args: argparse.Namespace) -> int:
                     resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
             else:
                 plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
-                                 _list(args.modes, tuple(MODES), "--modes"),
+                                 _list(args.modes, tuple(RUN_MODES), "--modes"),
                                  _skews(args.skews or ",".join(map(str, SKEWS))), sizes)
                 run_plan(plan, out, workdir, DistributorSettings(),
                          resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)

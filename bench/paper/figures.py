@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench.paper.plan import MODES
+from bench.paper.plan import RUN_MODES
 from bench.paper.rows import (
     Row,
     fig8_rows,
@@ -37,12 +37,12 @@ from bench.paper.rows import (
 Log = Callable[[str], None]
 
 # Colour by balancing, line and marker by join location (STRL dashed).
-_COLOURS = {"static": "0.35", "LB": "tab:blue", "DB": "tab:orange"}
+_COLOURS = {"static": "0.35", "LB": "tab:blue", "DB": "tab:orange", "adaptive": "tab:green"}
 FIG6_MODES = ("Static STAL", "Dynamic LB STAL")
 
 
 def mode_style(mode: str) -> dict[str, Any]:
-    join, balancing = MODES.get(mode, ("STAL", "static"))
+    join, balancing = RUN_MODES.get(mode, ("STAL", "static"))
     return {"color": _COLOURS[balancing], "linestyle": "--" if join == "STRL" else "-",
             "marker": "s" if join == "STRL" else "o", "markersize": 4, "label": mode}
 

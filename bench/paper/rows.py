@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bench.paper.plan import MODES, PIPELINES
+from bench.paper.plan import PIPELINES, RUN_MODES
 
 Row = dict[str, str]
 
@@ -83,7 +83,7 @@ def plan_runs(rows: Iterable[Row]) -> list[Row]:
 
 def mode_order(modes: Iterable[str]) -> list[str]:
     """The modes present, in the paper's order (unknown ones last, by name)."""
-    known = list(MODES)
+    known = list(RUN_MODES)
     return sorted(set(modes), key=lambda m: (known.index(m) if m in known else len(known), m))
 
 

@@ -60,9 +60,9 @@ def _env(address: str, state: Path) -> dict[str, str]:
 
 
 def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
-    mode = "observe" if spec.balancing == "static" else "dynamic"
+    mode = {"static": "observe", "adaptive": "adaptive"}.get(spec.balancing, "dynamic")
     first_period = spec.first_period or settings.first_period
-    metric = "LB" if spec.balancing == "static" else spec.balancing
+    metric = spec.balancing if spec.balancing in ("LB", "DB") else "LB"
     return [*GEOPS, "distributor", "--mode", mode, "--metric", metric,
             "--period", settings.period, "--min-items", str(settings.min_items),
             "--wait-periods", str(settings.wait_periods), "--threshold",

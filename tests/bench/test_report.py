@@ -247,6 +247,22 @@ def test_distributor_args_take_the_runs_first_period() -> None:
     assert "observe" in distributor_args(static, settings)
 
 
+def test_the_adaptive_mode_runs_the_self_tuning_distributor() -> None:
+    from bench.paper.plan import ADAPTIVE, MODES, full_plan
+    from bench.paper.runner import DistributorSettings, distributor_args
+
+    assert ADAPTIVE not in MODES  # not one of the paper's six: only when asked for
+    (spec,) = full_plan(1, ("sPIS",), (ADAPTIVE,), (0.7,))
+    args = distributor_args(spec, DistributorSettings())
+    assert spec.join == "STAL"
+    assert args[args.index("--mode") + 1] == "adaptive"
+    assert args[args.index("--metric") + 1] == "LB"
+    (dynamic,) = full_plan(1, ("sPIS",), ("Dynamic DB STAL",), (0.7,))
+    args = distributor_args(dynamic, DistributorSettings())
+    assert args[args.index("--mode") + 1] == "dynamic"
+    assert args[args.index("--metric") + 1] == "DB"
+
+
 def test_coverage_names_what_the_full_plan_still_lacks() -> None:
     from bench.paper.plan import full_plan
 
