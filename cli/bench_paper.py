@@ -37,8 +37,8 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
                            "STAL with --first-period min-items and full, back to back per "
                            "point (default skew 0.9; labelled runs, not in Fig. 4-7)")
     p.add_argument("--out", metavar="DIR",
-                   help="results directory (default docs/results, or <state-dir>/bench-quick "
-                        "with --quick)")
+                   help="results directory (default docs/results/full-matrix, where a re-run "
+                        "resumes the full matrix; <state-dir>/bench-quick with --quick)")
     p.add_argument("--workdir", metavar="DIR",
                    help="per-run brokers, checkpoints and logs (default <state-dir>/bench-runs)")
     p.add_argument("--repeats", type=int, default=3, metavar="N", help="runs per point (3)")
@@ -124,7 +124,7 @@ def _run_paper(args: argparse.Namespace) -> int:
                            EXIT_USAGE)
     sizes = scaled(FULL_SIZES, args.scale)
     out = Path(args.out) if args.out else (
-        cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results"))
+        cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results/full-matrix"))
     workdir = Path(args.workdir) if args.workdir else cfg.state_dir() / "bench-runs"
     log = elapsed_log("geops bench paper", width=7, digits=0)
 
