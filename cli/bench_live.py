@@ -31,6 +31,7 @@ from pathlib import Path
 import config
 from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int
 from cli.progress import elapsed_log
+from config import choices
 
 
 def register_live(benches: argparse._SubParsersAction) -> None:
@@ -52,8 +53,8 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     w.add_argument("--hot-workers", type=positive_int, default=1, metavar="H",
                    help="rebalance scenario: hot workers (default 1)")
     a = p.add_argument_group("app")
-    a.add_argument("--strategy", choices=("sPS", "sPIS", "RIhPS", "RIsPS"), default="sPIS")
-    a.add_argument("--join", choices=("STAL", "STRL"), default="STAL")
+    a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
+    a.add_argument("--join", choices=choices.JOINS, default="STAL")
     add_app_arguments(a)
     s = p.add_argument_group("search and phases")
     s.add_argument("--step", default="20s", metavar="D", help="search step length (20s)")
@@ -107,7 +108,7 @@ def add_app_arguments(a: argparse._ArgumentGroup) -> None:
     a.add_argument("--workers", type=positive_int, default=2, metavar="W", help="(default 2)")
     a.add_argument("--partitions", type=positive_int, default=64, metavar="P",
                    help="static partitions (default 64)")
-    a.add_argument("--partitioner", choices=("kdbtree", "quadtree", "grid"), default="kdbtree")
+    a.add_argument("--partitioner", choices=choices.PARTITIONERS, default="kdbtree")
     a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
     a.add_argument("--master", help="Spark master (default local[W])")
 
