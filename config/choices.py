@@ -86,6 +86,10 @@ JOINS = Choices("join", {
 })
 POLICIES = Choices("policy", {
     "greedy": "minimise the busiest worker's load with the fewest moves",
+    "llfd": "move the heaviest partitions off overloaded workers (seed 004 LLFD)",
+    "minmig": "move the most load per static byte off overloaded workers (seed 004 MinMig)",
+    "mixed": "MinMig keeping few partitions away from their initial worker (seed 004 Mixed)",
+    "replicate": "give partitions above the fair share several owners, move the rest (MinMig)",
 })
 METRICS = Choices("metric", {
     "LB": "processing time of each partition",

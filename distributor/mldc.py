@@ -41,3 +41,32 @@ def assignment_mldc(partition_loads: Sequence[float], assignment: Sequence[int],
                     workers: int) -> float | None:
     """MLDC of an assignment under the given partition loads (used for MLDC_new as well)."""
     return mldc(worker_loads(partition_loads, assignment, workers))
+
+
+def owner_loads(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
+                workers: int) -> list[float]:
+    """Load of each worker when partition p is owned by ``owners[p]`` (one or more workers).
+
+    A replicated partition's load is split evenly among its owners: the app routes its stream
+    items by ``schemas.assignment.owner_index`` (key modulo the number of owners), so each
+    owner takes the same share of its items. With one owner each this is ``worker_loads``.
+    """
+    if len(partition_loads) != len(owners):
+        raise ValueError(f"{len(partition_loads)} partition loads for owners of "
+                         f"{len(owners)} partitions")
+    if all(len(o) == 1 for o in owners):
+        return worker_loads(partition_loads, [o[0] for o in owners], workers)
+    per_worker: list[list[float]] = [[] for _ in range(workers)]
+    for load, own in zip(partition_loads, owners, strict=True):
+        if not own:
+            raise ValueError("a partition without an owner")
+        share = load / len(own)
+        for w in own:
+            per_worker[w].append(share)
+    return [math.fsum(loads) for loads in per_worker]
+
+
+def owners_mldc(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
+                workers: int) -> float | None:
+    """MLDC under per-partition ``owners`` (a replicated partition's load split evenly)."""
+    return mldc(owner_loads(partition_loads, owners, workers))

@@ -1,7 +1,9 @@
 """Redistribution policies, chosen by name (``--policy``).
 
-To add one (LLFD/Mixed, hot-partition replication, ...), implement ``Policy`` in its own module,
-name it in ``config/choices.py`` (``POLICIES``) and list its factory here.
+To add one, implement ``Policy`` (or ``OwnersPolicy``, when it may give a partition several
+owners) in its own module, name it in ``config/choices.py`` (``POLICIES``) and list its factory
+here. ``greedy`` is the paper's; ``llfd``, ``minmig`` and ``mixed`` are seed 004's
+migration-aware family (``migration.py``); ``replicate`` adds replication of hot partitions.
 """
 
 from __future__ import annotations
@@ -10,11 +12,19 @@ from collections.abc import Callable
 from typing import Any
 
 from config import choices
-from distributor.policies.base import Policy
+from distributor.policies.base import OwnersPolicy, Policy, added_owners, propose_owners
 from distributor.policies.greedy import GreedyPolicy
+from distributor.policies.llfd import LLFDPolicy
+from distributor.policies.minmig import MinMigPolicy
+from distributor.policies.mixed import MixedPolicy
+from distributor.policies.replicate import ReplicatePolicy
 
 POLICIES: dict[str, Callable[..., Policy]] = choices.POLICIES.table({
     "greedy": GreedyPolicy,
+    "llfd": LLFDPolicy,
+    "minmig": MinMigPolicy,
+    "mixed": MixedPolicy,
+    "replicate": ReplicatePolicy,
 })
 
 
@@ -27,4 +37,6 @@ def make_policy(name: str, **options: Any) -> Policy:
     return factory(**options)
 
 
-__all__ = ["POLICIES", "GreedyPolicy", "Policy", "make_policy"]
+__all__ = ["POLICIES", "GreedyPolicy", "LLFDPolicy", "MinMigPolicy", "MixedPolicy",
+           "OwnersPolicy", "Policy", "ReplicatePolicy", "added_owners", "make_policy",
+           "propose_owners"]

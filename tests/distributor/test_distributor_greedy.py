@@ -109,8 +109,9 @@ def test_registry_by_name():
     policy = make_policy("greedy", tolerance=0.0)
     assert isinstance(policy, GreedyPolicy) and policy.name == "greedy"
     assert policy.tolerance == 0.0
-    with pytest.raises(ValueError, match="unknown policy 'llfd'; known: greedy"):
-        make_policy("llfd")
+    with pytest.raises(ValueError, match="unknown policy 'roundrobin'; known: greedy, llfd, "
+                       "minmig, mixed, replicate"):
+        make_policy("roundrobin")
 
 
 @st.composite
