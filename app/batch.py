@@ -33,6 +33,7 @@ from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import DataLoss, KafkaOutage
 from kafkaio.sender import Sender
 from schemas import codec
+from schemas.assignment import Owners, command_fields
 from schemas.match_encoder import encode_matches
 
 log = logging.getLogger("geops.app")
@@ -58,14 +59,23 @@ class Topics:
 
 @dataclass
 class BatchState:
-    """What changes from batch to batch."""
+    """What changes from batch to batch. ``owners``: every owner of each partition (several
+    for a replicated one, the primary first); ``assignment``: the primary owners."""
 
     epoch: int
-    assignment: list[int]
+    owners: list[Owners]
     last_input: float = field(default_factory=time.monotonic)
     batches: int = 0
     records: int = 0
     busy: bool = False
+
+    @property
+    def assignment(self) -> list[int]:
+        return [o[0] for o in self.owners]
+
+    def replicas(self) -> dict[int, Owners]:
+        """The partitions owned by more than one worker: pid -> owners."""
+        return {p: o for p, o in enumerate(self.owners) if len(o) > 1}
 
 
 class BatchRunner:
@@ -109,11 +119,14 @@ class BatchRunner:
         cmd = self.control.poll(self.state.epoch)
         if cmd is None:
             return
-        move = self.static.apply(list(cmd.assignment), cmd.epoch)
+        move = self.static.apply(cmd.owners, cmd.epoch)
         self.state.epoch = cmd.epoch
-        self.state.assignment = list(cmd.assignment)
-        log.info("epoch %d in force from batch %d: %d partitions moved (%d bytes, %.0f ms)",
-                 cmd.epoch, batch_id, len(move.partitions), move.bytes, move.duration_ms)
+        self.state.owners = list(cmd.owners)
+        replicated = self.state.replicas()
+        log.info("epoch %d in force from batch %d: %d partitions moved or replicated (%d "
+                 "bytes, %.0f ms), %d copies dropped; %s", cmd.epoch, batch_id,
+                 len(move.partitions), move.bytes, move.duration_ms, len(move.dropped),
+                 f"replicated {_owners_text(replicated)}" if replicated else "no replicas")
         self._send_metric("MoveReport", {
             "app_id": self.app_id, "batch_id": batch_id, "epoch": cmd.epoch,
             "partitions_moved": move.partitions, "bytes": move.bytes,
@@ -150,7 +163,8 @@ class BatchRunner:
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.topics.dead_letter,
                                  self.kafka_conf, self.app_id, self.read_policy,
-                                 tuple(live.router_pending) if live is not None else ())
+                                 tuple(live.router_pending) if live is not None else (),
+                                 state.replicas())
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
                                tuple(self.static.base_seq),
                                {p: tuple(d) for p, d in live.pending.items()}
@@ -169,7 +183,9 @@ class BatchRunner:
         state = self.state
         partials: list[PartialMatches] = []
         known_keys, known_ids, known_times = [], [], []
-        loads = {p: PartitionLoad(p, state.assignment[p]) for p in range(self.partitions)}
+        # one load per (partition, owner): a replicated partition reports each owner's share
+        loads = {(p, w): PartitionLoad(p, w) for p, owners in enumerate(state.owners)
+                 for w in owners}
         records = dead = 0
         busiest_ns = 0
         for rec in out:
@@ -183,7 +199,7 @@ class BatchRunner:
                 known_ids.append(rec.ids)
                 known_times.append(rec.event_ms)
             elif isinstance(rec, PartitionLoad):
-                loads[rec.partition] = rec
+                loads[(rec.partition, rec.worker)] = rec
             elif isinstance(rec, ReadStats):
                 records += rec.records
                 dead += rec.dead_letters
@@ -220,7 +236,8 @@ class BatchRunner:
             "latency_mean_ms": mean,
             "latency_p50_ms": p50, "latency_p99_ms": p99,
             "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
-            "subscription_offsets": self.feed.offsets() if self.feed is not None else {}})
+            "subscription_offsets": self.feed.offsets() if self.feed is not None else {},
+            "replicas": command_fields(state.owners)[1]})
         self.sender.flush()
         state.batches += 1
         state.records += records
@@ -253,6 +270,11 @@ def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.n
     k = np.concatenate(keys)
     uniq, first = np.unique(k, return_index=True)
     return uniq, np.concatenate(ids)[first], np.concatenate(times)[first]
+
+
+def _owners_text(replicas: dict[int, Owners]) -> str:
+    """``p3 [0, 1], p7 [1, 0]``: replicated partitions with their owners."""
+    return ", ".join(f"p{p} {list(o)}" for p, o in sorted(replicas.items()))
 
 
 def _now_ms() -> int:

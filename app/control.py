@@ -1,9 +1,9 @@
 """The app's end of the control topic: recover the latest assignment, then poll for new ones.
 
 A RebalanceCommand is applied only if its epoch is higher than the one in force, it is meant for
-this app (empty ``app_id`` or ours) and its assignment fits P partitions and W workers; every
-other record is ignored with a logged reason. The topic is compacted, so after a restart the
-latest command is still there.
+this app (empty ``app_id`` or ours) and its assignment and replicas fit P partitions and W
+workers; every other record is ignored with a logged reason. The topic is compacted, so after
+a restart the latest command is still there.
 """
 
 from __future__ import annotations
@@ -19,18 +19,27 @@ from kafkaio.clients import consumer
 from kafkaio.control import newest_command
 from kafkaio.offsets import EndOffsets
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
-from schemas.assignment import NOT_NEWER, TOMBSTONE, CommandRejected, command_for
+from schemas.assignment import (
+    NOT_NEWER,
+    TOMBSTONE,
+    CommandRejected,
+    Owners,
+    command_for,
+    owners_of,
+)
 
 log = logging.getLogger("geops.app.control")
 
 
 @dataclass(frozen=True)
 class Command:
-    """A validated rebalance command."""
+    """A validated rebalance command: the primary owner of each partition (``assignment``)
+    and every owner of each (``owners``: one for most, several for a replicated partition)."""
 
     epoch: int
     assignment: tuple[int, ...]
     record: dict[str, Any]
+    owners: tuple[Owners, ...] = ()
 
 
 class ControlChannel:
@@ -102,4 +111,5 @@ class ControlChannel:
 
 
 def _command(rec: dict[str, Any]) -> Command:
-    return Command(rec["epoch"], tuple(rec["assignment"]), rec)
+    owners = tuple(owners_of(rec["assignment"], rec.get("replicas", ())))
+    return Command(rec["epoch"], tuple(rec["assignment"]), rec, owners)

@@ -164,13 +164,15 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         spark.stop()
         return getattr(exc, "exit_code", EXIT_FAILED)
     if recovered is not None:
-        epoch, assignment = recovered.epoch, list(recovered.assignment)
-        log.info("recovered epoch %d from the control topic", epoch)
+        epoch, owners = recovered.epoch, list(recovered.owners)
+        replicated = {p: list(o) for p, o in enumerate(owners) if len(o) > 1}
+        log.info("recovered epoch %d from the control topic%s", epoch,
+                 f" (replicated partitions: {replicated})" if replicated else "")
     else:
-        epoch, assignment = 0, initial_assignment(partitions, workers)
-    static = StaticSide(sc, strategy, cfg["app.join"], workers, assignment, epoch)
+        epoch, owners = 0, [(w,) for w in initial_assignment(partitions, workers)]
+    static = StaticSide(sc, strategy, cfg["app.join"], workers, owners, epoch)
     log.info("static data: %d bytes in %d partitions", static.total_bytes, partitions)
-    state = BatchState(epoch, assignment)
+    state = BatchState(epoch, owners)
     policy = ReadPolicy(cfg["kafka.outage_limit"], cfg["app.on_data_loss"])
     runner = BatchRunner(app_id=app_id, strategy=strategy,
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],

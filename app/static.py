@@ -11,19 +11,25 @@ one co-partitioned, narrow union. Which mode keeps partitions resident: ``app.jo
   data: only partitions whose owner changed move.
 - **STRL** keeps the partitions at home (cached by partition id) and ships every one of them
   through the shuffle to the worker that joins it, every batch, where its index is rebuilt.
+
+A hot partition may have several owners (replicas, ``schemas.assignment``). In STAL every
+owner holds its own copy: a new owner gets one shipped once (from an owner that drops the
+partition when there is one, as a move would, else from a current one), an owner that is no
+longer one drops it; in STRL the partition is shipped to each of its owners every batch.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from pyspark import RDD, SparkContext, StorageLevel
 
 from app.joins import JOIN_MODES
 from app.records import StaticPartition
 from geops.strategies import Strategy
-from schemas.assignment import moves_between
+from schemas.assignment import Owners
 
 
 def by_worker(worker: int) -> int:
@@ -33,19 +39,42 @@ def by_worker(worker: int) -> int:
 
 @dataclass(frozen=True)
 class Move:
-    """What a rebalance cost the static side."""
+    """What a rebalance cost the static side: ``partitions`` that reached a worker that did
+    not hold them (moved or replicated), the ``bytes`` shipped for them (STAL), and how long
+    it took; ``dropped``: (partition, worker) copies given up."""
 
     epoch: int
     partitions: list[int]
     bytes: int
     duration_ms: float
+    dropped: list[tuple[int, int]] = field(default_factory=list)
+
+
+def shipping_plan(old: Sequence[Owners], new: Sequence[Owners]
+                  ) -> dict[tuple[int, int], list[int]]:
+    """(partition, worker holding it now) -> the new owners it ships a copy to.
+
+    Each new owner of a partition gets one copy, from an old owner that gives the partition up
+    when there is one (so a plain move ships from the old owner to the new), else from the
+    partition's first old owner that keeps it.
+    """
+    plan: dict[tuple[int, int], list[int]] = {}
+    for p, (was, now) in enumerate(zip(old, new, strict=True)):
+        gained = [w for w in now if w not in was]
+        if not gained:
+            continue
+        leaving = [w for w in was if w not in now]
+        sources = leaving or [was[0]]
+        for i, w in enumerate(gained):
+            plan.setdefault((p, sources[i % len(sources)]), []).append(w)
+    return plan
 
 
 class StaticSide:
     """Static partitions of one strategy placed for a given join mode."""
 
     def __init__(self, sc: SparkContext, strategy: Strategy, join: str, workers: int,
-                 assignment: list[int], epoch: int, version: int = 1):
+                 owners: Sequence[Owners], epoch: int, version: int = 1):
         self.sc = sc
         self.join = join
         self.resident = JOIN_MODES[join].resident
@@ -53,17 +82,23 @@ class StaticSide:
         self.version = version
         self.partitions = strategy.num_partitions
         self.payloads = [strategy.partition_payload(p) for p in range(self.partitions)]
-        self.assignment = list(assignment)
-        self.since = [epoch] * self.partitions  # epoch each partition became resident
+        self.owners: list[Owners] = [tuple(o) for o in owners]
+        # epoch since which each (partition, owner) holds the partition
+        self.since = {(p, w): epoch for p, o in enumerate(self.owners) for w in o}
         self.base_seq = [0] * self.partitions   # last subscription change in each payload
         self.rdd: RDD | None = None
         self._place()
 
+    @property
+    def assignment(self) -> list[int]:
+        """The primary owner of each partition."""
+        return [o[0] for o in self.owners]
+
     def _place(self) -> None:
         """Cache the payloads: on their owners (STAL) or at home (STRL)."""
         if self.resident:
-            records = [(self.assignment[p], StaticPartition(p, self.payloads[p])) for p in
-                       range(self.partitions)]
+            records = [(w, StaticPartition(p, self.payloads[p])) for p in
+                       range(self.partitions) for w in self.owners[p]]
             self.rdd = self._cache(self.sc.parallelize(records, max(1, self.workers))
                                    .partitionBy(self.workers, by_worker))
         else:
@@ -87,37 +122,50 @@ class StaticSide:
     def total_bytes(self) -> int:
         return sum(len(p) for p in self.payloads)
 
-    def residency(self) -> tuple[tuple[int, int], ...]:
-        """Per partition, the key of its current residency: (static version, epoch)."""
-        return tuple((self.version, e) for e in self.since)
+    def residency(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """Per (partition, owner), the key of its current residency: (static version, epoch)."""
+        return {held: (self.version, e) for held, e in self.since.items()}
 
     def _cache(self, rdd: RDD) -> RDD:
         rdd = rdd.persist(StorageLevel.MEMORY_ONLY)
         rdd.count()  # materialise now, so moving is timed here and not in the next batch
         return rdd
 
-    def apply(self, assignment: list[int], epoch: int) -> Move:
-        """Adopt a new assignment; in STAL move the partitions whose owner changed."""
-        moved = [p for p, _, _ in moves_between(self.assignment, assignment)]
+    def apply(self, owners: Sequence[Owners], epoch: int) -> Move:
+        """Adopt new owners; in STAL ship each partition to the owners that do not hold it
+        yet (a move, or a new replica) and drop it where it has no owner any more."""
+        new = [tuple(o) for o in owners]
+        gained = [(p, w) for p, o in enumerate(new) for w in o if w not in self.owners[p]]
+        dropped = [(p, w) for p, o in enumerate(self.owners) for w in o if w not in new[p]]
         t0 = time.perf_counter()
-        if self.resident and moved:
-            owners = list(assignment)
+        if self.resident and (gained or dropped):
+            plan = shipping_plan(self.owners, new)
+            keep = [frozenset(o) for o in new]
+
+            def targets(kv: tuple[int, StaticPartition]) -> list[tuple[int, StaticPartition]]:
+                worker, part = kv
+                to = [worker] if worker in keep[part.partition] else []
+                return [(w, part) for w in to + plan.get((part.partition, worker), [])]
+
             old = self.rdd
-            self.rdd = self._cache(old.map(lambda kv: (owners[kv[1].partition], kv[1]))
-                                   .partitionBy(self.workers, by_worker))
+            self.rdd = self._cache(old.flatMap(targets).partitionBy(self.workers, by_worker))
             old.unpersist()
-        for p in moved:
-            self.since[p] = epoch
-        self.assignment = list(assignment)
-        shipped = sum(len(self.payloads[p]) for p in moved) if self.resident else 0
-        return Move(epoch, moved, shipped, (time.perf_counter() - t0) * 1000)
+        for held in dropped:
+            del self.since[held]
+        for held in gained:
+            self.since[held] = epoch
+        self.owners = new
+        shipped = sum(len(self.payloads[p]) for p, _ in gained) if self.resident else 0
+        moved = sorted({p for p, _ in gained})
+        return Move(epoch, moved, shipped, (time.perf_counter() - t0) * 1000, dropped)
 
     def for_batch(self) -> RDD:
-        """Worker-keyed static records for this batch's join, under the current assignment."""
+        """Worker-keyed static records for this batch's join, under the current owners."""
         if self.resident:
             return self.rdd
-        owners = list(self.assignment)
-        return (self.rdd.map(lambda kv: (owners[kv[0]], StaticPartition(kv[0], kv[1])))
+        owners = list(self.owners)
+        return (self.rdd.flatMap(lambda kv: [(w, StaticPartition(kv[0], kv[1]))
+                                             for w in owners[kv[0]]])
                 .partitionBy(self.workers, by_worker))
 
     def close(self) -> None:

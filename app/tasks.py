@@ -28,6 +28,7 @@ from app.records import (
 )
 from geops.model import geometry_problems
 from schemas import codec
+from schemas.assignment import owner_index
 from schemas.publication_decoder import decode_publications
 
 # (topic partition, offset) -> one int64 key per publication, unique within a batch and stable
@@ -40,7 +41,7 @@ class RouteContext:
     """What a stream-side task needs; pickled into the task closure (keep it small)."""
 
     router: Any                 # Broadcast of the strategy's router
-    assignment: tuple[int, ...]
+    assignment: tuple[int, ...]  # the (primary) owner of each partition
     workers: int
     with_presence: bool
     dead_letter_topic: str
@@ -48,6 +49,9 @@ class RouteContext:
     app_id: str = ""
     read_policy: Any = None     # app.source.ReadPolicy (outage limit, on data loss)
     router_deltas: tuple = ()   # subscription changes of the replicated index (RIhPS/RIsPS)
+    # Partitions owned by more than one worker: pid -> every owner, the primary first. Their
+    # items are split among the owners by publication key (schemas.assignment.owner_index).
+    replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Record(NamedTuple):
@@ -66,7 +70,9 @@ class JoinContext:
 
     strategy: str
     join: str                               # a name of config.choices.JOINS
-    residency: tuple[tuple[int, int], ...]  # per partition: (static version, residency epoch)
+    # per (partition, owner): (static version, epoch the owner has held it since); a replicated
+    # partition has one entry per owner, each of which holds (STAL) its own copy
+    residency: dict[tuple[int, int], tuple[int, int]]
     base_seq: tuple[int, ...] = ()          # per partition: last change in its payload
     deltas: dict[int, tuple] = field(default_factory=dict)  # pid: changes since its payload
 
@@ -139,15 +145,32 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     geoms = geoms[idx]
     routed = ctx.router.value.route(geoms, ctx.router_deltas)
     assignment = ctx.assignment
+    replicas = ctx.replicas
     for pid, items in routed.by_partition():
-        rows_ = items.pub_index
-        yield assignment[pid], Items(pid, key_arr[rows_], id_arr[rows_], wkb_arr[rows_],
-                                     time_arr[rows_], items.cand_offsets, items.cand_ids)
+        owners = replicas.get(pid)
+        if owners is None:
+            yield assignment[pid], _items(pid, items, key_arr, id_arr, wkb_arr, time_arr)
+            continue
+        # A replicated partition: each item goes to one owner, chosen by its publication key
+        # (a replayed batch splits the same way); the owners' partial results are disjoint.
+        which = owner_index(key_arr[items.pub_index], len(owners))
+        for j, worker in enumerate(owners):
+            rows_ = np.flatnonzero(which == j)
+            if len(rows_):
+                yield worker, _items(pid, items.take(rows_), key_arr, id_arr, wkb_arr, time_arr)
     if ctx.with_presence:
         target = key_arr % ctx.workers
         for w in np.unique(target):
             sel = target == w
             yield int(w), Presence(key_arr[sel], id_arr[sel], time_arr[sel])
+
+
+def _items(pid: int, items: Any, keys: np.ndarray, ids: np.ndarray, wkbs: np.ndarray,
+           times: np.ndarray) -> Items:
+    """The stream record of ``items`` (a ``Routed`` of one partition), column-wise."""
+    rows = items.pub_index
+    return Items(pid, keys[rows], ids[rows], wkbs[rows], times[rows], items.cand_offsets,
+                 items.cand_ids)
 
 
 def _dead_letter(ctx: RouteContext, dead: list[tuple[Any, str]]) -> None:
@@ -166,15 +189,18 @@ def _dead_letter(ctx: RouteContext, dead: list[tuple[Any, str]]) -> None:
     sender.flush()
 
 
-# Static partitions resident in this Python worker process (STAL), keyed by partition:
-# (static version, residency epoch) -> matcher. A partition that moves gets a new residency
-# epoch, so its new owner builds it again; stale entries are dropped when seen.
-_RESIDENT: dict[int, tuple[tuple[int, int], Any]] = {}
+# Static partitions resident in this Python worker process (STAL), keyed by (partition, owner):
+# (static version, residency epoch) -> matcher. A partition that moves (or gains an owner) gets
+# a new residency epoch on its new owner, which builds it again; each owner of a replicated
+# partition holds its own copy, as each would on its own executor. Stale entries (an old
+# residency, a replica removed) are dropped when seen.
+_RESIDENT: dict[tuple[int, int], tuple[tuple[int, int], Any]] = {}
 
 
-def resident_partitions() -> dict[int, tuple[int, int]]:
-    """What this process holds (partition -> residency key); for tests and diagnostics."""
-    return {pid: key for pid, (key, _) in _RESIDENT.items()}
+def resident_partitions() -> dict[tuple[int, int], tuple[int, int]]:
+    """What this process holds ((partition, owner) -> residency key); for tests and
+    diagnostics."""
+    return {held: key for held, (key, _) in _RESIDENT.items()}
 
 
 @dataclass
@@ -231,16 +257,16 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         # one batch's per-partition costs swing by up to +-50 %.
         t0 = time.thread_time_ns()
         builds = shipped = build_ns = 0
-        key = ctx.residency[pid]
+        key = ctx.residency.get((pid, worker))
         base = ctx.base_seq[pid] if ctx.base_seq else 0
-        held = _RESIDENT.get(pid) if resident else None
+        held = _RESIDENT.get((pid, worker)) if resident else None
         # A resident index is current up to the changes it applied; one that missed changes
         # since folded into the payload is built again.
         if held is not None and held[0] == key and held[1].applied >= base:
             matcher = held[1]
         else:
             payload = payloads.get(pid)
-            if payload is None:
+            if payload is None or key is None:
                 raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
                                    f"stream was routed with another assignment")
             matcher = load_partition(ctx.strategy, payload)
@@ -248,7 +274,7 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
             builds = 1
             build_ns = time.thread_time_ns() - t0
             if resident:
-                _RESIDENT[pid] = (key, matcher)
+                _RESIDENT[(pid, worker)] = (key, matcher)
             else:
                 shipped = len(payload)
         if pid in ctx.deltas:  # subscription changes since the payload, applied in place
@@ -266,6 +292,6 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         yield PartitionLoad(pid, worker, len(keys), ns, partial.candidates, len(partial.keys),
                             builds, shipped, build_ns)
     if resident:
-        for pid in [p for p, (k, _) in _RESIDENT.items() if k != ctx.residency[p]]:
-            del _RESIDENT[pid]
+        for held in [h for h, (k, _) in _RESIDENT.items() if k != ctx.residency.get(h)]:
+            del _RESIDENT[held]
     yield Busy(worker, time.perf_counter_ns() - started)

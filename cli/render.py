@@ -75,6 +75,14 @@ def _opt(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def _replicas(replicas: list[dict[str, Any]] | None) -> str:
+    """``; replicated p3 on [0, 1], p7 on [1, 0]`` (every owner, the primary first), or ''."""
+    if not replicas:
+        return ""
+    return "; replicated " + ", ".join(f"p{r['partition']} on {list(r['workers'])}"
+                                        for r in replicas)
+
+
 def to_text(name: str, r: dict[str, Any]) -> str:
     """One human-readable line per record."""
     if name == "Publication":
@@ -95,16 +103,18 @@ def to_text(name: str, r: dict[str, Any]) -> str:
         return (f"batch {r['batch_id']} epoch {r['epoch']}: {r['records']} records, "
                 f"{r['items']} items, {r['matched_publications']} matched, "
                 f"{r['dead_letters']} dead letters in {r['duration_ms']:.0f} ms; latency "
-                f"p50 {_opt(r['latency_p50_ms'])} ms p99 {_opt(r['latency_p99_ms'])} ms")
+                f"p50 {_opt(r['latency_p50_ms'])} ms p99 {_opt(r['latency_p99_ms'])} ms"
+                f"{_replicas(r.get('replicas'))}")
     if name == "MoveReport":
-        return (f"move epoch {r['epoch']}: partitions {r['partitions_moved']} moved, "
+        return (f"move epoch {r['epoch']}: partitions {r['partitions_moved']} moved or "
+                f"replicated, "
                 f"{r['bytes'] / 1024:.1f} KiB in {r['duration_ms']:.0f} ms")
     if name == "RebalanceCommand":
         moves = ", ".join(f"p{m['partition']} {m['from_worker']}->{m['to_worker']}"
                           for m in r["moves"])
         return (f"rebalance epoch {r['epoch']}: MLDC {r['mldc_before']:.2f} -> "
                 f"{r['mldc_predicted']:.2f} ({r['metric']}), {len(r['moves'])} moves: "
-                f"{moves or 'none'} - {r['reason']}")
+                f"{moves or 'none'}{_replicas(r.get('replicas'))} - {r['reason']}")
     if name == "DistributorStatus":
         if r["metric"] == "LB":
             loads = ", ".join(f"{v / 1e6:,.0f} ms" for v in r["worker_loads"])
