@@ -50,8 +50,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distributor.mldc import assignment_mldc, worker_loads
-from distributor.policies import Policy
+from distributor.mldc import as_owners, owner_loads, owners_mldc
+from distributor.policies import Policy, propose_owners
+from schemas.assignment import Owners
 
 WINDOW = 20          # batches of the current pattern the estimates use (the newest)
 SETTLE = 2           # batches of a new assignment before it may be judged again
@@ -86,7 +87,7 @@ class Batch:
     batch_id: int
     epoch: int
     ns: tuple[float, ...]      # processing time per partition (0 for none reported)
-    owners: tuple[int, ...]    # the worker each partition ran on
+    owners: tuple[Owners, ...]  # the workers each partition ran on (several: replicated)
     workers: int
     items: int
     duration_ms: float
@@ -96,9 +97,10 @@ class Batch:
     def total(self) -> float:
         return math.fsum(self.ns)
 
-    def peak(self, assignment: Sequence[int]) -> float:
-        """The busiest worker's processing time (ns) under ``assignment``."""
-        return max(worker_loads(self.ns, assignment, self.workers))
+    def peak(self, owners: Sequence[Owners]) -> float:
+        """The busiest worker's processing time (ns) under per-partition ``owners`` (a
+        replicated partition's time split evenly among its owners)."""
+        return max(owner_loads(self.ns, owners, self.workers))
 
     def wall_per_cpu(self) -> float | None:
         """Wall ms of the join per CPU ms of its busiest worker, when both are known."""
@@ -169,14 +171,15 @@ class MoveCosts:
         return base + slope * size, f"{size / 1e6:.2f} MB at {base:.0f} ms + " \
                                     f"{slope * 1e6:.0f} ms/MB ({learnt})"
 
-    def rebuild(self, old: Sequence[int], new: Sequence[int], workers: int) -> float:
-        """Predicted ms of the index builds the moved partitions need: the largest sum on one
-        worker (unknown builds count as the mean known one, or 0)."""
+    def rebuild(self, old: Sequence[Owners], new: Sequence[Owners], workers: int) -> float:
+        """Predicted ms of the index builds the moved partitions and new replicas need: the
+        largest sum on one worker (unknown builds count as the mean known one, or 0)."""
         mean = statistics.fmean(self.builds.values()) if self.builds else 0.0
         per_worker = [0.0] * workers
-        for p, (a, b) in enumerate(zip(old, new, strict=True)):
-            if a != b:
-                per_worker[b] += self.builds.get(p, mean)
+        for p, (a, b) in enumerate(zip(as_owners(old), as_owners(new), strict=True)):
+            for w in b:
+                if w not in a:
+                    per_worker[w] += self.builds.get(p, mean)
         return max(per_worker, default=0.0)
 
 
@@ -235,7 +238,7 @@ class Patterns:
 class Assessment:
     """One adaptive judgement: every quantity of the decision and a one-line account."""
 
-    proposal: list[int]
+    proposal: list[Owners]
     per_worker: list[float]       # mean processing ns per batch of each worker, in force
     mldc: float | None
     mldc_predicted: float | None
@@ -282,18 +285,18 @@ class AdaptiveModel:
         if self.join != "STRL":  # STRL moves nothing: its reports say 0 bytes in ~0 ms
             self.costs.observe(partitions, size, ms)
 
-    def assess(self, assignment: Sequence[int], policy: Policy) -> Assessment:
-        """Judge the batches of the current pattern under ``assignment``."""
+    def assess(self, owners: Sequence[Owners], policy: Policy) -> Assessment:
+        """Judge the batches of the current pattern under the ``owners`` in force."""
         batches = list(self.patterns.batches)
         n = len(batches)
         P, W = self.partitions, self.workers
         loads = [math.fsum(b.ns[p] for b in batches) / n for p in range(P)] if n else [0.0] * P
-        current = list(assignment)
-        per_worker = worker_loads(loads, current, W)
+        current = as_owners(owners)
+        per_worker = owner_loads(loads, current, W)
         sizes = [self.costs.sizes.get(p, 0.0) for p in range(P)]
-        proposal = policy.propose(loads, current, W, sizes) if n else current
-        mldc_now = assignment_mldc(loads, current, W)
-        mldc_new = assignment_mldc(loads, proposal, W)
+        proposal = propose_owners(policy, loads, current, W, sizes) if n else current
+        mldc_now = owners_mldc(loads, current, W)
+        mldc_new = owners_mldc(loads, proposal, W)
         confident = n >= 2
         settled = self.epoch_batches >= SETTLE
         ratios = [r for r in (b.wall_per_cpu() for b in batches) if r is not None]
@@ -301,7 +304,10 @@ class AdaptiveModel:
         savings = [ratio * (b.peak(current) - b.peak(proposal)) / 1e6 for b in batches]
         durations = [b.duration_ms for b in batches if b.duration_ms > 0]
         batch_ms = statistics.median(durations) if durations else None
-        moved = [p for p in range(P) if proposal[p] != current[p]]
+        # a partition ships its static data to every owner it gains (once per new owner); a
+        # dropped replica ships nothing but is still a change
+        moved = [p for p in range(P) for w in proposal[p] if w not in current[p]]
+        changed = bool(moved) or proposal != current
         if self.join == "STRL":
             move_ms, move_how, rebuild_ms = 0.0, "STRL moves no static data", 0.0
         else:
@@ -311,7 +317,7 @@ class AdaptiveModel:
         horizon, horizon_how = self.patterns.horizon()
         parts = [f"{n} batch(es) in the current pattern (age {self.patterns.age}), "
                  f"{self.epoch_batches} under the assignment in force"]
-        if not moved:
+        if not changed:
             parts.append(f"policy {policy.name} finds nothing better (MLDC "
                          f"{_fmt(mldc_now)})")
             return Assessment(proposal, per_worker, mldc_now, mldc_new, confident, settled,

@@ -3,7 +3,7 @@
 A Kafka loop (or a trace replay) drives it::
 
     engine = Engine(Params(), make_policy("greedy"))
-    engine.restore(cmd["epoch"], cmd["assignment"])    # latest command on `control`, if any
+    engine.restore(cmd["epoch"], cmd["assignment"], cmd["replicas"])  # latest command, if any
     ... for each metrics record: engine.observe_batch(r) / engine.observe_load(r)
     ... every D seconds: result = engine.end_period(now_ms)
         produce result.status to the status topic, result.command (if any) to `control`
@@ -33,6 +33,15 @@ the ``REJECT_*`` kinds, also counted in ``counters``.
 
 The first period may close early (``first_period_due``), as soon as M items are in; every
 condition of the paper still decides.
+
+Replicas (RebalanceCommand v2). A partition may have several owners: the engine keeps the
+owners of every partition (``owners``; ``assignment`` is the primary owners), sums the app's
+per-(partition, worker) loads into partition loads and splits a replicated partition's load
+evenly among its owners for the worker loads and MLDC (now and predicted), as the app's
+routing (``schemas.assignment.owner_index``) does. A learnt epoch's owners are the workers
+that reported each partition. Policies propose owners (``policies.propose_owners``); a
+command carries them in ``assignment`` and ``replicas`` (``schemas.assignment.command_fields``)
+and lists a move for every owner a partition gains, from its old primary.
 """
 
 from __future__ import annotations
@@ -44,11 +53,18 @@ from typing import Any
 from distributor.adaptive import AdaptiveModel, Batch, number
 from distributor.detection import Verdict, judge
 from distributor.loads import LONG_MAX, EpochLoads
-from distributor.mldc import assignment_mldc, mldc, worker_loads
+from distributor.mldc import mldc, owner_loads, owners_mldc
 from distributor.params import DEFAULTS, Params
-from distributor.policies import Policy, make_policy
+from distributor.policies import Policy, added_owners, make_policy, propose_owners
 from distributor.validate import batch_problem, load_problem, move_problem
-from schemas.assignment import assignment_problem, initial_assignment, moves_between
+from schemas.assignment import (
+    Owners,
+    assignment_problem,
+    command_fields,
+    initial_assignment,
+    owners_of,
+    replicas_problem,
+)
 
 REJECT_MALFORMED = "malformed"          # missing field or wrong type: a producer bug
 REJECT_FOREIGN = "foreign app"          # another app_id than the one this engine balances
@@ -87,11 +103,12 @@ class Engine:
         self.counters: dict[str, int] = {}
         self._epoch = 0
         self._highest = 0             # the highest epoch restored, adopted or commanded
-        self._assignment: list[int] | None = None
+        self._owners: list[Owners] | None = None   # per partition, primary first
+        self._learnt = False          # owners learnt from the loads (not commanded/restored)
         # While awaiting: the newest older epoch the app still reports, and where its loads put
-        # each partition (partition -> worker); what a resync goes back to.
+        # each partition (partition -> workers); what a resync goes back to.
         self._reported: int | None = None
-        self._reported_locations: dict[int, int] = {}
+        self._reported_locations: dict[int, set[int]] = {}
         self._awaiting = False        # commanded or restored an epoch the app has not reported
         self._changed_at: int | None = None  # period of the last assignment change
         self._period = 0              # the period now open; end_period closes it
@@ -103,7 +120,7 @@ class Engine:
         # mode adaptive: the cost model, the loads of each batch not yet finished (batch ->
         # partition -> (worker, ns, items)), and whether a batch finished since the last period
         self._model: AdaptiveModel | None = None
-        self._pending: dict[int, dict[int, tuple[int, int, int]]] = {}
+        self._pending: dict[int, dict[int, tuple[set[int], int, int]]] = {}
         self._due = False
         if partitions is not None or workers is not None:
             if partitions is None or workers is None or partitions < 1 or workers < 1:
@@ -131,7 +148,13 @@ class Engine:
     @property
     def assignment(self) -> list[int] | None:
         """The assignment of ``epoch``; None while it is unknown (being learnt)."""
-        known = self._known_assignment()
+        known = self._known_owners()
+        return None if known is None else [o[0] for o in known]
+
+    @property
+    def owners(self) -> list[Owners] | None:
+        """Every partition's owners in ``epoch`` (primary first); None while unknown."""
+        known = self._known_owners()
         return None if known is None else list(known)
 
     @property
@@ -168,8 +191,10 @@ class Engine:
 
     # -- input --------------------------------------------------------------------------------
 
-    def restore(self, epoch: Any, assignment: Sequence[int] | None = None) -> str | None:
-        """Resume from the latest command (epoch and assignment) or from an epoch alone.
+    def restore(self, epoch: Any, assignment: Sequence[int] | None = None,
+                replicas: Sequence[Mapping[str, Any]] = ()) -> str | None:
+        """Resume from the latest command (epoch, assignment and replicas) or from an epoch
+        alone.
 
         Returns None when restored, else why not; never moves the epoch backwards.
         """
@@ -187,11 +212,19 @@ class Engine:
                                     "worker ids")
             problem = assignment_problem(values, self.partitions or len(values),
                                          self.workers or max(values) + 1)
+            if problem is None:
+                try:
+                    named = [int(w) for r in replicas or () for w in r["workers"]]
+                except (KeyError, TypeError, ValueError):
+                    return self._reject(REJECT_INVALID, "replicas must be a list of "
+                                        "{partition, workers} records")
+                problem = replicas_problem(values, list(replicas or ()),
+                                           self.workers or 1 + max([*values, *named]))
             if problem:
                 return self._reject(REJECT_INVALID, problem)
             if self.partitions is None:
                 self.partitions = len(values)
-        self._change_epoch(epoch, values)
+        self._change_epoch(epoch, None if values is None else owners_of(values, replicas or ()))
         self._awaiting = True
         return None
 
@@ -278,11 +311,12 @@ class Engine:
                                 f"worker {w} seen before")
         self._costs[p] = max(self._costs[p], float(record.get("static_bytes", 0)))
         if self._model is not None:
-            self._pending.setdefault(record["batch_id"], {})[p] = (
-                w, record["processing_ns"], record["items"])
+            seen = self._pending.setdefault(record["batch_id"], {}).get(p, (set(), 0, 0))
+            self._pending[record["batch_id"]][p] = (
+                seen[0] | {w}, seen[1] + record["processing_ns"], seen[2] + record["items"])
             self._model.costs.note_partition(p, record.get("static_bytes", 0),
                                              record.get("build_ns", 0))
-        if self._assignment is not None and self._assignment[p] != w:
+        if self._owners is not None and not self._learnt and w not in self._owners[p]:
             self._count("location mismatch")
         self._total_items += record["items"]
         if self._total_items > LONG_MAX:   # a statistic: saturate rather than refuse loads
@@ -310,15 +344,16 @@ class Engine:
                                   judge(self.params, None, None, 0, self._since(period)),
                                   "waiting", "no BatchSummary yet: P and W unknown")
             return PeriodResult(status)
-        assignment = self._known_assignment()
+        assignment = self._known_owners()
         partition_loads = loads.loads(self.params.metric)
-        locations = assignment or [loads.locations.get(p, 0) for p in range(len(partition_loads))]
-        per_worker = worker_loads(partition_loads, locations, self.workers)
+        locations = assignment or [loads.owners(p) or (0,) for p in range(len(partition_loads))]
+        per_worker = owner_loads(partition_loads, locations, self.workers)
         current = mldc(per_worker)
         proposal = predicted = None
         if current is not None and assignment is not None and not self._awaiting:
-            proposal = self.policy.propose(partition_loads, assignment, self.workers, self._costs)
-            predicted = assignment_mldc(partition_loads, proposal, self.workers)
+            proposal = propose_owners(self.policy, partition_loads, assignment, self.workers,
+                                      self._costs)
+            predicted = owners_mldc(partition_loads, proposal, self.workers)
         verdict = judge(self.params, current, predicted, loads.period_items, self._since(period))
         self._judged = self._judged or loads.period_items > 0
         if self._awaiting:
@@ -366,7 +401,7 @@ class Engine:
             return PeriodResult(self._status(now_ms, period, [], 0, None, None, verdict,
                                              "waiting", "no BatchSummary yet: P and W unknown"))
         items = loads.period_items
-        assignment = self._known_assignment()
+        assignment = self._known_owners()
         if self._awaiting:
             decision, reason = self._waiting(period)
             verdict = Verdict(False, items > 0, False, None, reason)
@@ -417,8 +452,8 @@ class Engine:
         parts = self._pending.pop(batch_id, {})
         for old in [b for b in self._pending if b < batch_id]:  # lost: never finished
             del self._pending[old]
-        known = self._known_assignment()
-        owners = [parts[p][0] if p in parts else (known[p] if known else 0)
+        known = self._known_owners()
+        owners = [tuple(sorted(parts[p][0])) if p in parts else (known[p] if known else (0,))
                   for p in range(self.partitions)]
         batch = Batch(batch_id, summary["epoch"],
                       tuple(float(parts[p][1]) if p in parts else 0.0
@@ -454,10 +489,11 @@ class Engine:
         """Go back to the newest epoch the app reports, keeping the highest epoch seen."""
         assert self._reported is not None and self.partitions is not None
         where = self._reported_locations
-        assignment = ([where[p] for p in range(self.partitions)]
-                      if len(where) == self.partitions else None)
+        owners = ([tuple(sorted(where[p])) for p in range(self.partitions)]
+                  if len(where) == self.partitions else None)
         self._count("resyncs")
-        self._change_epoch(self._reported, assignment)
+        self._change_epoch(self._reported, owners)
+        self._learnt = owners is not None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -477,22 +513,28 @@ class Engine:
             self._model = AdaptiveModel(partitions, workers, min_saving=p.min_saving,
                                         safety_margin=p.safety_margin,
                                         stability_tolerance=p.stability_tolerance)
-        if self._assignment is not None and assignment_problem(self._assignment, partitions,
-                                                               workers):
-            self._assignment = None   # the app cannot run it either; learn what it runs
+        if self._owners is not None and self._owners_problem(self._owners, partitions, workers):
+            self._owners = None   # the app cannot run it either; learn what it runs
             self._count("restored assignment dropped")
-        if self._assignment is None and self._epoch == 0:
-            self._assignment = initial_assignment(partitions, workers)
+        if self._owners is None and self._epoch == 0:
+            self._owners = [(w,) for w in initial_assignment(partitions, workers)]
 
-    def _change_epoch(self, epoch: int, assignment: list[int] | None) -> None:
+    @staticmethod
+    def _owners_problem(owners: Sequence[Owners], partitions: int, workers: int) -> str | None:
+        assignment = [o[0] for o in owners]
+        return assignment_problem(assignment, partitions, workers) or replicas_problem(
+            assignment, command_fields(owners)[1], workers)
+
+    def _change_epoch(self, epoch: int, owners: Sequence[Owners] | None) -> None:
         """Make ``epoch`` the one in force; start over the loads and the cool-down."""
         self._epoch = epoch
         self._highest = max(self._highest, epoch)
-        self._assignment = assignment
+        self._owners = None if owners is None else [tuple(o) for o in owners]
+        self._learnt = False
         self._reported, self._reported_locations = None, {}
-        if assignment is None and epoch == 0 and self.workers is not None:
+        if owners is None and epoch == 0 and self.workers is not None:
             assert self.partitions is not None
-            self._assignment = initial_assignment(self.partitions, self.workers)
+            self._owners = [(w,) for w in initial_assignment(self.partitions, self.workers)]
         if self._loads is not None:
             self._loads.reset()
         if self._model is not None:
@@ -519,19 +561,23 @@ class Engine:
         if self._reported is None or epoch > self._reported:
             self._reported, self._reported_locations = epoch, {}
         if epoch == self._reported and partition is not None and worker is not None:
-            self._reported_locations[partition] = worker
+            self._reported_locations.setdefault(partition, set()).add(worker)
 
     @staticmethod
     def _last_epoch(epoch: int) -> str:
         return (f"epoch {epoch} is the last (or beyond the last) an Avro long holds: no newer "
                 f"command could follow it")
 
-    def _known_assignment(self) -> list[int] | None:
-        """The assignment in force, completing a learnt one once every partition reported."""
-        if self._assignment is None and self._loads is not None and (
-                len(self._loads.locations) == self.partitions):
-            self._assignment = [self._loads.locations[p] for p in range(self.partitions)]
-        return self._assignment
+    def _known_owners(self) -> list[Owners] | None:
+        """The owners in force, completing learnt ones once every partition reported (a
+        partition reported by several workers in this epoch is replicated); learnt owners
+        follow the loads as more workers report."""
+        loads = self._loads
+        if loads is not None and (self._owners is None or self._learnt) and (
+                len(loads.reporters) == self.partitions):
+            self._owners = [loads.owners(p) for p in range(self.partitions)]
+            self._learnt = True
+        return self._owners
 
     def _since(self, period: int) -> int | None:
         return None if self._changed_at is None else period - self._changed_at
@@ -559,19 +605,25 @@ class Engine:
             "reason": reason,
         }
 
-    def _command(self, now_ms: int, old: list[int], new: list[int], before: float,
-                 predicted: float) -> dict[str, Any]:
-        moves = moves_between(old, new)
+    def _command(self, now_ms: int, old: Sequence[Owners], new: Sequence[Owners],
+                 before: float, predicted: float) -> dict[str, Any]:
+        moves = added_owners(old, new)
+        assignment, replicas = command_fields(new)
+        dropped = sum(1 for a, b in zip(old, new, strict=True) for w in a if w not in b)
+        copies = sum(len(r["workers"]) for r in replicas)
+        shape = (f" ({len(replicas)} partition(s) replicated on {copies} owners, {dropped} "
+                 f"owner(s) dropped)" if replicas or dropped else "")
         return {
             "epoch": self._highest + 1,
-            "assignment": list(new),
+            "assignment": assignment,
             "moves": [{"partition": p, "from_worker": a, "to_worker": b} for p, a, b in moves],
             "mldc_before": before,
             "mldc_predicted": predicted,
             "metric": self.params.metric,
             "reason": (f"MLDC {before:.3f} > threshold {self.params.threshold}; predicted "
-                       f"{predicted:.3f} after {len(moves)} move(s) by policy "
+                       f"{predicted:.3f} after {len(moves)} move(s){shape} by policy "
                        f"{self.policy.name}"),
             "time": now_ms,
             "app_id": self.app_id,
+            "replicas": replicas,
         }

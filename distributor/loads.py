@@ -1,5 +1,9 @@
 """Per-period partition loads of the assignment epoch in force (monitoring, Section 3.1).
 
+The app reports one PartitionLoad per (batch, partition, worker): a partition with several
+owners (replicas) is reported once by each owner with its share; the shares are summed into
+the partition's load, and the workers that reported it are its owners as the app runs them.
+
 Holds only records the engine has already validated and matched to the epoch in force; a new
 epoch starts from nothing, so loads measured under an older assignment are never mixed in.
 Metrics are delivered at least once, so a record repeated for the same (batch, partition,
@@ -26,6 +30,9 @@ class EpochLoads:
         self.ns_per_partition = [0] * self.partitions
         self._period_items = 0
         self.locations: dict[int, int] = {}   # partition -> worker the records name
+        # partition -> every worker that reported it in this epoch: a replicated partition is
+        # reported once per owner (each with its share of the items and time)
+        self.reporters: dict[int, set[int]] = {}
         self._seen: set[tuple[int, int, int]] = set()
         self._seen_before: set[tuple[int, int, int]] = set()
 
@@ -53,7 +60,12 @@ class EpochLoads:
         self.ns_per_partition[partition] += processing_ns
         self._period_items += items
         self.locations[partition] = worker
+        self.reporters.setdefault(partition, set()).add(worker)
         return True
+
+    def owners(self, partition: int) -> tuple[int, ...]:
+        """The workers that reported ``partition`` in this epoch (ascending), or ()."""
+        return tuple(sorted(self.reporters.get(partition, ())))
 
     @property
     def period_items(self) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def worker_loads(partition_loads: Sequence[float], assignment: Sequence[int],
                  workers: int) -> list[float]:
@@ -43,7 +45,13 @@ def assignment_mldc(partition_loads: Sequence[float], assignment: Sequence[int],
     return mldc(worker_loads(partition_loads, assignment, workers))
 
 
-def owner_loads(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
+def as_owners(owners: Sequence[int | Sequence[int]]) -> list[tuple[int, ...]]:
+    """Per-partition owners as int tuples; a plain worker id (an assignment) is one owner."""
+    return [(int(o),) if isinstance(o, int | np.integer) else tuple(int(w) for w in o)
+            for o in owners]
+
+
+def owner_loads(partition_loads: Sequence[float], owners: Sequence[int | Sequence[int]],
                 workers: int) -> list[float]:
     """Load of each worker when partition p is owned by ``owners[p]`` (one or more workers).
 
@@ -54,6 +62,7 @@ def owner_loads(partition_loads: Sequence[float], owners: Sequence[Sequence[int]
     if len(partition_loads) != len(owners):
         raise ValueError(f"{len(partition_loads)} partition loads for owners of "
                          f"{len(owners)} partitions")
+    owners = as_owners(owners)
     if all(len(o) == 1 for o in owners):
         return worker_loads(partition_loads, [o[0] for o in owners], workers)
     per_worker: list[list[float]] = [[] for _ in range(workers)]
@@ -66,7 +75,7 @@ def owner_loads(partition_loads: Sequence[float], owners: Sequence[Sequence[int]
     return [math.fsum(loads) for loads in per_worker]
 
 
-def owners_mldc(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
+def owners_mldc(partition_loads: Sequence[float], owners: Sequence[int | Sequence[int]],
                 workers: int) -> float | None:
     """MLDC under per-partition ``owners`` (a replicated partition's load split evenly)."""
     return mldc(owner_loads(partition_loads, owners, workers))

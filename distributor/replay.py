@@ -1,9 +1,11 @@
 """Replay per-period partition loads through the real engine, for trace-driven simulation.
 
 The replay plays the app's part: each period it reports one batch (a BatchSummary and one
-PartitionLoad per partition, under the epoch and assignment it runs) and then closes the
-period. A command issued at the end of period k is applied from period k+1 on. Because the
-records go through ``Engine.observe_*``, the simulation uses exactly the live decision logic.
+PartitionLoad per partition and owner, under the epoch and owners it runs: a replicated
+partition's items and time are split evenly among its owners, the remainder to the first ones)
+and then closes the period. A command issued at the end of period k is applied from period
+k+1 on. Because the records go through ``Engine.observe_*``, the simulation uses exactly the
+live decision logic.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from distributor.engine import Engine
 from distributor.params import Params
 from distributor.policies import Policy
-from schemas.assignment import initial_assignment
+from schemas.assignment import initial_assignment, owners_of
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class ReplayResult:
     statuses: list[dict[str, Any]]
     assignments: list[list[int]]
     commands: list[dict[str, Any]]
+    owners: list[list[tuple[int, ...]]] | None = None   # per period, when asked for
 
     @property
     def mldc(self) -> list[float | None]:
@@ -49,6 +52,8 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
     partitions = len(items[0])
     engine = Engine(params, policy, app_id=app_id)
     epoch, assignment = 0, initial_assignment(partitions, workers)
+    owners = [(w,) for w in assignment]
+    owned: list[list[tuple[int, ...]]] = []
     statuses: list[dict[str, Any]] = []
     assignments: list[list[int]] = []
     commands: list[dict[str, Any]] = []
@@ -59,19 +64,23 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
         now = (k + 1) * period_ms
         if commands and commands[-1]["epoch"] > epoch:
             epoch, assignment = commands[-1]["epoch"], list(commands[-1]["assignment"])
+            owners = owners_of(assignment, commands[-1].get("replicas", []))
         engine.observe_batch({"app_id": app_id, "batch_id": k, "epoch": epoch,
                               "workers": workers, "partitions": partitions})
         for p in range(partitions):
             ns = 0 if processing_ns is None else int(processing_ns[k][p])
-            problem = engine.observe_load({
-                "app_id": app_id, "batch_id": k, "epoch": epoch, "partition": p,
-                "worker": assignment[p], "items": int(period_items[p]), "processing_ns": ns,
-                "time": now})
-            if problem:
-                raise ValueError(f"period {k}, partition {p}: {problem}")
+            n, items_p = len(owners[p]), int(period_items[p])
+            for i, w in enumerate(owners[p]):
+                problem = engine.observe_load({
+                    "app_id": app_id, "batch_id": k, "epoch": epoch, "partition": p,
+                    "worker": w, "items": items_p // n + (i < items_p % n),
+                    "processing_ns": ns // n + (i < ns % n), "time": now})
+                if problem:
+                    raise ValueError(f"period {k}, partition {p}: {problem}")
         result = engine.end_period(now)
         statuses.append(result.status)
         assignments.append(list(assignment))
+        owned.append(list(owners))
         if result.command is not None:
             commands.append(result.command)
-    return ReplayResult(statuses, assignments, commands)
+    return ReplayResult(statuses, assignments, commands, owned)

@@ -200,10 +200,12 @@ class Service:
             log.info("no command for app %r on '%s': starting from epoch 0", self.app_id,
                      self.control_topic)
             return
-        why = self.engine.restore(newest["epoch"], newest["assignment"])
+        replicas = newest.get("replicas") or []
+        why = self.engine.restore(newest["epoch"], newest["assignment"], replicas)
         if why is None:
-            log.info("recovered epoch %d from '%s' (%d partitions)", newest["epoch"],
-                     self.control_topic, len(newest["assignment"]))
+            log.info("recovered epoch %d from '%s' (%d partitions, %d replicated)",
+                     newest["epoch"], self.control_topic, len(newest["assignment"]),
+                     len(replicas))
             return
         log.warning("the newest command (epoch %s) is unusable: %s; keeping only its epoch",
                     newest["epoch"], why)

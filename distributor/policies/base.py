@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from distributor.mldc import as_owners
 from schemas.assignment import Owners
 
 
@@ -61,7 +62,7 @@ def propose_owners(policy: Policy, partition_loads: Sequence[float],
     primary owners, one owner per partition. When it finds nothing better (returns the
     primaries unchanged) the owners in force are returned as they are, replicas included.
     """
-    current = [tuple(int(w) for w in o) for o in owners]
+    current = as_owners(owners)
     if isinstance(policy, OwnersPolicy):
         return [tuple(int(w) for w in o)
                 for o in policy.propose_owners(partition_loads, current, workers, costs)]

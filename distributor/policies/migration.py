@@ -16,11 +16,12 @@ are static partitions (or, for a replicated partition, each of its k owners' sha
   *exchangeable set* E of strictly smaller pieces off that worker (chosen by ``psi``, just
   enough to fit) back into the candidates.
 
-Adaptations: a piece above ``L_max`` fits on no worker and is not taken off in Phase II, and a
-candidate that fits nowhere goes back to the worker it left (the least-loaded eligible one for
-a new replica); at the end, moves are undone (the most bytes
-first) while that keeps every worker under both ``L_max`` and the result's busiest load, so a
-partition never moves for nothing. Adjust chains are capped (``20 x`` the number of pieces) so
+Adaptations: a piece above ``L_max`` fits on no worker and is not taken off in Phase II (but
+of several on one worker only the largest stays), and a candidate that fits nowhere goes to the
+least-loaded eligible worker, or back to the worker it left when that is as lightly loaded (for
+the big pieces, the busiest worker's load is then the largest piece's); at the end, moves are
+undone (the most bytes first) while that keeps every worker under both ``L_max`` and the
+result's busiest load, so a partition never moves for nothing. Adjust chains are capped (``20 x`` the number of pieces) so
 the search always ends.
 
 Why this family next to ``greedy``: it moves only what sits above ``L_max`` and picks, by
@@ -135,18 +136,26 @@ def rebalance(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
         members[d].add(p)
         wl[d] += share[p]
 
-    # Phase II: relieve every worker above L_max, busiest first, by psi (a piece above L_max
-    # fits on no worker: it stays)
+    # Phase II: relieve every worker above L_max, busiest first, by psi. A piece above L_max
+    # fits on no worker: it stays, unless its worker holds several (the largest stays).
     origin: dict[tuple[int, int], int] = {}   # (partition, candidate no.) -> worker it left
+
+    def prepare(p: int, d: int) -> None:
+        take(p, d)
+        origin[(p, len(candidates))] = d
+        candidates.append(p)
+
     for d in sorted(range(workers), key=lambda d: (-wl[d], d)):
         for p in sorted(members[d], key=lambda p: (-prio[p], p)):
             if wl[d] <= lmax + eps:
                 break
-            if share[p] > lmax + eps:
-                continue
-            take(p, d)
-            origin[(p, len(candidates))] = d
-            candidates.append(p)
+            if share[p] <= lmax + eps:
+                prepare(p, d)
+        if wl[d] > lmax + eps:
+            big = sorted((p for p in members[d] if share[p] > lmax + eps),
+                         key=lambda p: (-share[p], p))
+            for p in big[1:]:
+                prepare(p, d)
 
     # Phase III: least-load fit decreasing, with Adjust
     heap = [(-share[p], -prio[p], p, i) for i, p in enumerate(candidates)]
@@ -167,9 +176,11 @@ def rebalance(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
                 if found is not None:
                     target, exchange = d, found
                     break
-        if target is None:   # fits nowhere: back where it came from, else the least loaded
+        if target is None:   # fits nowhere: where it adds least, back where it came from on ties
             home = origin.get((p, i))
-            target = home if home is not None and home not in own[p] else order[0]
+            target = order[0]
+            if home is not None and home not in own[p] and wl[home] <= wl[target]:
+                target = home
         for q in exchange:
             take(q, target)
             origin[(q, seq)] = target
