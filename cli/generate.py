@@ -95,6 +95,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "is only measured when --workers is given")
     skew.add_argument("--hot-workers", type=int, default=1, metavar="H",
                       help="hot workers: 0..H-1 (default 1)")
+    skew.add_argument("--hot-partitions", type=int, metavar="K",
+                      help="concentrate the --skew share in K partitions (the K lowest ids of "
+                           "the hot workers' partitions, spatially adjacent) instead of all the "
+                           "hot workers' partitions: a hot spot no move can take apart")
+    skew.add_argument("--moving-hotspot", action="store_true",
+                      help="the hot region moves half-way through the stream, from workers "
+                           "0..H-1's partitions to the same partitions of workers W/2..W/2+H-1 "
+                           "(needs --skew and W >= 2H)")
     skew.add_argument("--workers", type=int, metavar="W",
                       help="join workers W (default: app.workers of the configuration)")
     skew.add_argument("--partitions", type=int, metavar="P",
@@ -181,6 +189,10 @@ def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
                                              ("app.partitions", args.partitions),
                                              ("app.partitioner", args.partitioner))
              if value is not None}
+    if args.skew is None and (args.hot_partitions is not None or args.moving_hotspot):
+        flag = "--hot-partitions" if args.hot_partitions is not None else "--moving-hotspot"
+        raise CommandError(f"{flag} needs --skew: the share of the stream items that falls "
+                           f"into the hot partitions", EXIT_USAGE)
     if args.skew is None and args.workers is None:
         if args.config is not None:
             config.load(args.config)   # a file the user named must exist and be valid
@@ -192,7 +204,8 @@ def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
                            "executor cores), which the generator cannot know", EXIT_USAGE)
     return SkewSpec(workers=workers, hot_workers=args.hot_workers,
                     partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"],
-                    target=args.skew)
+                    target=args.skew, hot_partitions=args.hot_partitions,
+                    moving=args.moving_hotspot)
 
 
 def _generate(args: argparse.Namespace) -> int:

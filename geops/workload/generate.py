@@ -35,9 +35,12 @@ from geops.workload.realdata import DataError
 from geops.workload.skew import (
     SkewSpec,
     hot_mask,
+    hot_side,
     item_counts,
+    measured_share,
     measured_skew,
     reachable,
+    side_mask,
     sides,
     steer,
 )
@@ -87,16 +90,25 @@ class SkewReport:
     hot_partitions: list[int]
     measured: float | None = None
     reachable: tuple[float, float] | None = None
+    # the partitions the skewed share falls into (--hot-partitions K: K of them), and with
+    # --moving-hotspot where it moves and from which publication on
+    hot_side: list[int] | None = None
+    moved_side: list[int] | None = None
+    moved_at: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         lo_hi = None if self.reachable is None else [round(v, 6) for v in self.reachable]
         measured = None if self.measured is None else round(self.measured, 6)
-        return {"requested": self.spec.target, "measured": measured,
-                "hot_workers": self.spec.hot_workers, "workers": self.spec.workers,
-                "balanced": round(self.spec.hot_workers / self.spec.workers, 6),
-                "partitioner": self.spec.partitioner, "partitions": self.spec.partitions,
-                "num_partitions": self.num_partitions, "hot_partitions": self.hot_partitions,
-                "reachable": lo_hi}
+        out = {"requested": self.spec.target, "measured": measured,
+               "hot_workers": self.spec.hot_workers, "workers": self.spec.workers,
+               "balanced": round(self.spec.hot_workers / self.spec.workers, 6),
+               "partitioner": self.spec.partitioner, "partitions": self.spec.partitions,
+               "num_partitions": self.num_partitions, "hot_partitions": self.hot_partitions,
+               "reachable": lo_hi}
+        if self.spec.hot_partitions is not None or self.spec.moving:
+            out.update({"hot_side": self.hot_side, "moved_side": self.moved_side,
+                        "moved_at_publication": self.moved_at})
+        return out
 
 
 @dataclass
@@ -213,6 +225,20 @@ def _validate(subscriptions: int, publications: int, point_share: float, interva
     if skew.partitions < skew.workers:
         raise ParameterError("partitions", f"must be >= {{workers}} ({skew.workers}) so every "
                                            f"worker owns a partition, got {skew.partitions}")
+    if skew.hot_partitions is not None and skew.hot_partitions < 1:
+        raise ParameterError("hot_partitions", f"must be >= 1, got {skew.hot_partitions}")
+    if skew.hot_partitions is not None and skew.hot_partitions > skew.partitions:
+        raise ParameterError("hot_partitions", f"must be at most {{partitions}} "
+                                               f"({skew.partitions}), got {skew.hot_partitions}")
+    if (skew.hot_partitions is not None or skew.moving) and skew.target is None:
+        raise ParameterError("hot_partitions" if skew.hot_partitions is not None else
+                             "moving_hotspot", "needs {skew}: the share of the stream items "
+                             "that falls into the hot partitions")
+    if skew.moving and skew.workers < 2 * skew.hot_workers:
+        raise ParameterError("moving_hotspot", f"needs {{workers}} >= 2 x {{hot_workers}}: "
+                                               f"the hot spot moves from workers 0..H-1 to "
+                                               f"W/2..W/2+H-1, got W={skew.workers}, "
+                                               f"H={skew.hot_workers}")
     if skew.partitioner not in PARTITIONERS:
         raise ParameterError("partitioner", f"must be one of {', '.join(PARTITIONERS)}, got "
                                             f"{skew.partitioner!r}")
@@ -265,11 +291,31 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
         assignment = initial_assignment(partitioner.num_partitions, skew.workers)
         report = SkewReport(skew, partitioner.num_partitions, assignment,
                             hot_partitions(assignment, skew.hot_workers))
+        report.hot_side = hot_side(assignment, skew)
+        if skew.hot_partitions is not None and len(report.hot_side) < skew.hot_partitions:
+            raise ParameterError("hot_partitions", f"must be at most the {len(report.hot_side)} "
+                                                   f"partitions of the {{hot_workers}} "
+                                                   f"({skew.hot_workers}) hot worker(s), got "
+                                                   f"{skew.hot_partitions}")
     if report is None or skew.target is None or publications == 0:
         chosen = _follow_population(kinds, cells, len(pool), rng)
+    elif skew.moving:
+        # the hot region moves half-way: each half is steered to its own hot side
+        half = publications // 2
+        report.moved_side = hot_side(report.assignment, skew, moved=True)
+        report.moved_at = half
+        parts = []
+        for rows, side in ((slice(0, half), report.hot_side),
+                           (slice(half, publications), report.moved_side)):
+            mask = side_mask(partitioner.num_partitions, side)
+            parts.append(_steer(report, partitioner, world, pool, cells, kinds[rows], rng,
+                                skew_tolerance, log, mask) if len(kinds[rows]) else
+                         np.empty(0, np.int64))
+        chosen = np.concatenate(parts)
     else:
+        mask = side_mask(partitioner.num_partitions, report.hot_side)
         chosen = _steer(report, partitioner, world, pool, cells, kinds, rng, skew_tolerance,
-                        log)
+                        log, mask)
 
     geoms = np.empty(publications, dtype=object)
     is_point = kinds == "point"
@@ -279,7 +325,17 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
         geoms[rows] = world.layers[layer][cells[layer][chosen[rows]]]
     pubs = Publications(np.arange(publications), geoms,
                         start_time_ms + interval_ms * np.arange(publications, dtype=np.int64))
-    if report is not None and publications:
+    if report is not None and publications and (skew.hot_partitions is not None
+                                                 or skew.moving):
+        # the share of the items in the hot side of their part of the stream
+        half = report.moved_at if skew.moving else publications
+        got = [measured_share(partitioner, pubs.geoms[rows],
+                              side_mask(partitioner.num_partitions, side))
+               for rows, side in ((slice(0, half), report.hot_side),
+                                  (slice(half, publications), report.moved_side or []))
+               if len(pubs.geoms[rows])]
+        report.measured = sum(g[0] for g in got) / max(1, sum(g[1] for g in got))
+    elif report is not None and publications:
         report.measured = measured_skew(partitioner, pubs.geoms, report.assignment,
                                         skew.hot_workers)
     return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner)
@@ -298,11 +354,13 @@ def _follow_population(kinds: np.ndarray, cells: dict[str, np.ndarray], pool_siz
 
 def _steer(report: SkewReport, partitioner: SpatialPartitioner, world: World, pool: np.ndarray,
            cells: dict[str, np.ndarray], kinds: np.ndarray, rng: np.random.Generator,
-           tolerance: float, log: Log | None) -> np.ndarray:
-    """Pool index per publication such that the hot share of items is ``report.spec.target``;
-    records the reachable range in ``report``."""
+           tolerance: float, log: Log | None, hot: np.ndarray | None = None) -> np.ndarray:
+    """Pool index per publication such that the share of items in the ``hot`` partitions
+    (default: the hot workers') is ``report.spec.target``; records the reachable range in
+    ``report``."""
     spec = report.spec
-    hot = hot_mask(report.assignment, spec.hot_workers)
+    if hot is None:
+        hot = hot_mask(report.assignment, spec.hot_workers)
     # Hot items and items of every pool location, per publication kind.
     h: dict[str, np.ndarray] = {}
     n: dict[str, np.ndarray] = {}
@@ -318,11 +376,13 @@ def _steer(report: SkewReport, partitioner: SpatialPartitioner, world: World, po
                        counts)
     report.reachable = (lo, hi)
     if not lo - 1e-12 <= target <= hi + 1e-12:
+        where = (f"{spec.hot_workers} hot of {spec.workers} workers" if spec.hot_partitions
+                 is None else f"{spec.hot_partitions} hot partition(s)")
         raise ParameterError("skew", f"{target} is unreachable: with these subscriptions, "
                                      f"{partitioner.num_partitions} {spec.partitioner} "
-                                     f"partitions, {spec.hot_workers} hot of {spec.workers} "
-                                     f"workers and this publication mix the hot share of stream "
-                                     f"items can only range over [{lo:.4f}, {hi:.4f}]")
+                                     f"partitions, {where} and this publication mix the hot "
+                                     f"share of stream items can only range over "
+                                     f"[{lo:.4f}, {hi:.4f}]")
     if log:
         log(f"steering the hot share of stream items to {target} (reachable "
             f"[{lo:.3f}, {hi:.3f}])")

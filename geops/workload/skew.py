@@ -33,6 +33,10 @@ class SkewSpec:
     """The partitioning that defines the hot side, and the hot share to aim for.
 
     ``target`` None means: do not steer, only measure the stream's natural hot share.
+    ``hot_partitions`` K concentrates the hot share in K partitions (the K lowest ids among the
+    hot workers' partitions: spatially adjacent, as ids follow the partitioner's spatial
+    order) instead of all the hot workers' partitions. ``moving`` moves the hot region half-way
+    through the stream to the same partitions of workers W/2..W/2+H-1 (``hot_side``).
     """
 
     workers: int
@@ -40,12 +44,30 @@ class SkewSpec:
     partitions: int = 16
     partitioner: str = "kdbtree"
     target: float | None = None
+    hot_partitions: int | None = None
+    moving: bool = False
 
 
 def hot_mask(assignment: Sequence[int], hot_workers: int) -> np.ndarray:
     """Boolean per partition: owned by one of workers 0..hot_workers-1."""
     mask = np.zeros(len(assignment), dtype=bool)
     mask[hot_partitions(assignment, hot_workers)] = True
+    return mask
+
+
+def hot_side(assignment: Sequence[int], spec: SkewSpec, moved: bool = False) -> list[int]:
+    """The partitions the skewed share falls into: those of workers 0..H-1 under
+    ``assignment`` (``moved``: of workers W/2..W/2+H-1, where a moving hot spot goes), or the
+    K lowest of them with ``spec.hot_partitions`` K."""
+    first = spec.workers // 2 if moved else 0
+    side = [p for p, w in enumerate(assignment) if first <= w < first + spec.hot_workers]
+    return side if spec.hot_partitions is None else side[:spec.hot_partitions]
+
+
+def side_mask(partitions: int, side: Sequence[int]) -> np.ndarray:
+    """Boolean per partition: in ``side``."""
+    mask = np.zeros(partitions, dtype=bool)
+    mask[list(side)] = True
     return mask
 
 
@@ -56,6 +78,13 @@ def measured_skew(partitioner: SpatialPartitioner, geoms: np.ndarray, assignment
     if len(pid) == 0:
         raise ValueError("no stream items: the skew of an empty stream is undefined")
     return float(hot_mask(assignment, hot_workers)[pid].mean())
+
+
+def measured_share(partitioner: SpatialPartitioner, geoms: np.ndarray, mask: np.ndarray
+                   ) -> tuple[int, int]:
+    """(items in the partitions of ``mask``, items) of the stream ``geoms``."""
+    _, pid = partitioner.place(np.asarray(geoms, dtype=object))
+    return int(mask[pid].sum()), len(pid)
 
 
 def item_counts(partitioner: SpatialPartitioner, geoms: np.ndarray,
