@@ -89,7 +89,7 @@ from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import Engine, Params, make_policy
 from geops.strategies import build_strategy
 from geops.workload import ParameterError, Workload
-from schemas.assignment import initial_assignment
+from schemas.assignment import initial_assignment, owners_of
 
 Log = Callable[[str], None]
 
@@ -155,7 +155,8 @@ class ModeRun:
     makespans_ms: list[float] = field(default_factory=list)
     overhead_ms: float = 0.0
     move_ms: float = 0.0
-    moved_partitions: int = 0
+    moved_partitions: int = 0          # owners added: moved partitions and new replicas
+    moved_bytes: int = 0               # static bytes those ship
     commands: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[dict[str, Any]] = field(default_factory=list)
 
@@ -188,8 +189,12 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
     batches, partitions = trace.items.shape
     build = model.build_ns if model.build_ns is not None else np.zeros(partitions)
     assignment = np.array(initial_assignment(partitions, workers))
+    # owners[p, w]: worker w owns partition p (several owners: a replicated partition, its
+    # items and their cost split evenly among them); resident[p, w]: its index is built there
+    owners = np.zeros((partitions, workers), bool)
+    owners[np.arange(partitions), assignment] = True
     epoch = 0
-    resident = np.zeros(partitions, bool)
+    resident = np.zeros((partitions, workers), bool)
     period_ms = period_s * 1000
     next_end = period_ms
     now = 0.0
@@ -198,27 +203,35 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
         items = trace.items[n % batches]
         move = 0.0
         if run.commands and run.commands[-1]["epoch"] > epoch:
-            new = np.array(run.commands[-1]["assignment"])
-            moved = new != assignment
+            command = run.commands[-1]
+            new = np.zeros((partitions, workers), bool)
+            for p, own in enumerate(owners_of(command["assignment"], command["replicas"])):
+                new[p, list(own)] = True
+            added = new & ~owners            # each ships the partition's static data once
+            moved = added.any(axis=1)
+            resident[owners & ~new] = False  # a worker that lost a partition drops its index
             if join == "STAL" and moved.any():
                 move = model.move_ms
-                resident[moved] = False
-            run.moved_partitions += int(moved.sum())
-            assignment, epoch = new, run.commands[-1]["epoch"]
+                resident[added] = False
+            run.moved_partitions += int(added.sum())
+            shipped = int((added.sum(axis=1) * trace.static_bytes).sum())
+            run.moved_bytes += shipped
+            owners, assignment, epoch = new, np.array(command["assignment"]), command["epoch"]
             engine.observe_move({"app_id": "sim", "batch_id": n, "epoch": epoch,
                                  "partitions_moved": np.flatnonzero(moved).tolist(),
-                                 "bytes": int(trace.static_bytes[moved].sum())
-                                 if join == "STAL" else 0, "duration_ms": move, "time": 0})
+                                 "bytes": shipped if join == "STAL" else 0,
+                                 "duration_ms": move, "time": 0})
         busy = items > 0
         cost = items * model.ns_per_item
-        builds = np.zeros(partitions)
+        k = owners.sum(axis=1)
+        builds = np.zeros((partitions, workers))   # every owner builds its own index
         if join == "STRL":
-            builds[busy] = build[busy]
+            builds[busy] = np.where(owners[busy], build[busy, None], 0.0)
         else:
-            fresh = busy & ~resident
-            builds[fresh] = build[fresh]
+            fresh = owners & busy[:, None] & ~resident
+            builds[fresh] = np.broadcast_to(build[:, None], fresh.shape)[fresh]
             resident |= fresh
-        per_worker = np.bincount(assignment, weights=cost + builds, minlength=workers)
+        per_worker = (owners * (cost / k)[:, None] + builds).sum(axis=0)
         makespan = overhead + move + float(per_worker.max()) / 1e6
         run.makespans_ms.append(makespan)
         run.overhead_ms += overhead
@@ -230,10 +243,11 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
             if result.command is not None:
                 run.commands.append(result.command)
             next_end += period_ms
-        reported = cost + builds if join == "STRL" else cost
+        reported = (owners * (cost / k)[:, None] + builds if join == "STRL"
+                    else owners * (cost / k)[:, None])
         shipped = np.where(busy, trace.static_bytes, 0) if join == "STRL" else np.zeros(
             partitions, np.int64)
-        _report(engine, n, epoch, assignment, items, reported, shipped, round(now), workers,
+        _report(engine, n, epoch, owners, items, reported, shipped, round(now), workers,
                 {"join": join, "duration_ms": makespan, "join_stage_ms": makespan - overhead
                  - move})
         if engine.decision_due:   # mode adaptive: judged at every batch boundary
@@ -244,17 +258,22 @@ def simulate_mode(trace: Trace, model: CostModel, mode: str, *, workers: int = W
     return run
 
 
-def _report(engine: Engine, batch: int, epoch: int, assignment: np.ndarray, items: np.ndarray,
+def _report(engine: Engine, batch: int, epoch: int, owners: np.ndarray, items: np.ndarray,
             ns: np.ndarray, shipped: np.ndarray, now_ms: int, workers: int,
             timing: dict[str, Any] | None = None) -> None:
-    """What the app sends at the end of a batch: one PartitionLoad each and a BatchSummary."""
+    """What the app sends at the end of a batch: one PartitionLoad per (partition, owner) and
+    a BatchSummary. ``owners`` and ``ns`` are (P, W): a replicated partition's owners each
+    report their share of its items (split as evenly as integers allow) and their own time."""
     problems = []
     for p in range(len(items)):
-        problems.append(engine.observe_load({
-            "app_id": "sim", "batch_id": batch, "epoch": epoch, "partition": p,
-            "worker": int(assignment[p]), "items": int(items[p]),
-            "processing_ns": round(float(ns[p])), "static_bytes": int(shipped[p]),
-            "time": now_ms}))
+        own = np.flatnonzero(owners[p])
+        for i, w in enumerate(own):
+            share = int(items[p]) // len(own) + (i < int(items[p]) % len(own))
+            problems.append(engine.observe_load({
+                "app_id": "sim", "batch_id": batch, "epoch": epoch, "partition": p,
+                "worker": int(w), "items": share,
+                "processing_ns": round(float(ns[p, w])), "static_bytes": int(shipped[p]),
+                "time": now_ms}))
     problems.append(engine.observe_batch({"app_id": "sim", "batch_id": batch, "epoch": epoch,
                                           "workers": workers, "partitions": len(items),
                                           **(timing or {})}))

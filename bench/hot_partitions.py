@@ -1,0 +1,182 @@
+"""Hot partitions at W = 16: the redistribution policies compared by trace-driven simulation.
+
+``python -m bench.hot_partitions --from docs/results/full-matrix --out docs/results/hot-partitions``
+
+The same simulation as the paper's Fig. 9 and ``docs/results/adaptive`` (the cost model and
+its assumptions: ``bench.paper.simulate``'s docstring): per-partition costs measured in the
+physical runs of ``--from``, replayed at W = 16 with 3 hot workers over a stream whose items
+fall a share s (the skew) in the hot workers' partitions, through the real
+``distributor.Engine`` with Table 1 (Dynamic LB STAL: threshold 0.5, M 1000, N 3, D 10 s,
+miMLDC 0.3) and each policy in turn; Static STAL (no distributor) as the floor.
+
+Replicas (policy ``replicate``) are simulated as the app runs them (issue 22): a partition
+with k owners has its stream items split evenly among them (``owner_index``), so each owner
+does 1/k of its join work; each owner builds the partition's index once (STAL) when it first
+has items there; a new replica is shipped like a move (a batch with any move or new replica
+pays the measured move time once: the app re-partitions its cached static data); the app
+reports one PartitionLoad per (partition, owner). Bytes moved = the static bytes of every
+partition for every owner it gains.
+
+Scenarios: a **steady** stream per skew, and a **moving** hot spot at skew 0.5 (half-way, the
+items of the hot workers' partitions swap with those of workers 8-10,
+``bench.paper.simulate.moving``). Writes ``hot_partitions.csv`` (one row per pipeline,
+scenario, skew, repeat and policy) and ``hot_partitions_mldc.csv.gz`` (every period's MLDC).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import math
+import shutil
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.paper.rows import write_csv
+from bench.paper.simulate import (
+    COST_MODE,
+    HOT_WORKERS,
+    PARTITIONER,
+    PERIOD_S,
+    PUBLICATIONS,
+    SKEWS,
+    WORKERS,
+    CostModel,
+    Log,
+    _point_workload,
+    cost_models,
+    make_trace,
+    moving,
+    simulate_mode,
+)
+from bench.paper.workloads import WorkloadKey, Workloads
+from config.choices import POLICIES
+from schemas.assignment import owners_of
+
+PIPELINES = ("sPS", "sPIS", "RIsPS")
+MOVING_SKEW = 0.5
+MIN_DURATION_S = 120.0
+DYNAMIC = "Dynamic LB STAL"
+
+
+def final_owners(run) -> tuple[int, int]:
+    """(replicated partitions, owners in all) under the last command of ``run`` (0, 0: none)."""
+    if not run.commands:
+        return 0, 0
+    last = run.commands[-1]
+    owners = owners_of(last["assignment"], last["replicas"])
+    return sum(len(o) > 1 for o in owners), sum(len(o) for o in owners)
+
+
+def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, ...] = tuple(
+        POLICIES), pipelines: tuple[str, ...] = PIPELINES, skews: tuple[float, ...] = SKEWS,
+        moving_skew: float | None = MOVING_SKEW, workers: int = WORKERS,
+        hot_workers: int = HOT_WORKERS, publications: int = PUBLICATIONS,
+        min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
+        log: Log = print) -> Path | None:
+    """Simulate Static STAL and Dynamic LB STAL with every policy; see the module doc."""
+    models: list[CostModel] = [m for m in cost_models(Path(results_dir), log)
+                               if m.pipeline in pipelines]
+    if not models:
+        log("hot partitions: no cost model; nothing simulated")
+        return None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workloads = Workloads()
+    rows: list[dict[str, Any]] = []
+    periods: list[dict[str, Any]] = []
+    groups: dict[tuple, list[CostModel]] = defaultdict(list)
+    for m in models:
+        groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    points = [("steady", s) for s in skews] + (
+        [("moving", moving_skew)] if moving_skew is not None else [])
+    for scenario, skew in points:
+        for (repeat, subs, parts), group in sorted(groups.items()):
+            workload = _point_workload(workloads, WorkloadKey(
+                repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
+            if workload is None:
+                continue
+            for model in group:
+                batch = model.batch_records * workers // model.physical_workers
+                trace = make_trace(workload, model.pipeline, parts, batch)
+                one = simulate_mode(trace, model, COST_MODE, workers=workers, period_s=period_s)
+                cycles = max(1, math.ceil(min_duration_s / one.time_s))
+                if scenario == "moving":
+                    cycles = max(2, cycles)
+                trace = replace(trace, cycles=cycles)
+                if scenario == "moving":
+                    trace = moving(trace, workers, hot_workers)
+                runs = [(COST_MODE, "none")] + [(DYNAMIC, p) for p in policies]
+                done = []
+                for mode, policy in runs:
+                    run = simulate_mode(trace, model, mode, workers=workers, period_s=period_s,
+                                        policy="greedy" if policy == "none" else policy)
+                    mldcs = [s["mldc"] for s in run.statuses if s["mldc"] is not None]
+                    replicated, owners = final_owners(run)
+                    rows.append({
+                        "pipeline": model.pipeline, "scenario": scenario, "skew": skew,
+                        "repeat": repeat, "mode": mode, "policy": policy,
+                        "throughput": run.throughput, "rebalances": len(run.commands),
+                        "moved_partitions": run.moved_partitions,
+                        "moved_bytes": run.moved_bytes,
+                        "replicated_partitions": replicated, "owners": owners,
+                        "publications": run.publications, "batches": len(run.makespans_ms),
+                        "time_s": run.time_s, "move_s": run.move_ms / 1000,
+                        "mldc_first": mldcs[0] if mldcs else math.nan,
+                        "mldc_last": mldcs[-1] if mldcs else math.nan,
+                        "mldc_max_after_first_command": _after_first(run),
+                        "partitions": parts, "workers": workers, "hot_workers": hot_workers})
+                    done.append(rows[-1])
+                    periods += [{"pipeline": model.pipeline, "scenario": scenario, "skew": skew,
+                                 "repeat": repeat, "policy": policy, "period": s["period"],
+                                 "time_s": s["time"] / 1000, "epoch": s["epoch"],
+                                 "mldc": "" if s["mldc"] is None else s["mldc"],
+                                 "decision": s["decision"]} for s in run.statuses]
+                log(f"hot partitions: {model.pipeline} {scenario} {skew} r{repeat}: " + ", ".join(
+                    f"{r['policy']} {r['throughput']:,.0f}/s MLDC {r['mldc_last']:.2f}"
+                    for r in done))
+    workloads.clear()
+    path = out_dir / "hot_partitions.csv"
+    write_csv(path, rows)
+    mldc = out_dir / "hot_partitions_mldc.csv"
+    write_csv(mldc, periods)
+    with open(mldc, "rb") as src, gzip.open(mldc.with_name(mldc.name + ".gz"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    mldc.unlink()
+    return path
+
+
+def _after_first(run) -> float:
+    """The highest MLDC of the periods judged after the first command was applied (the
+    balance the policy holds), NaN when there was no command."""
+    if not run.commands:
+        return math.nan
+    first = run.commands[0]["epoch"]
+    later = [s["mldc"] for s in run.statuses if s["epoch"] >= first and s["mldc"] is not None]
+    return max(later) if later else math.nan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hot_partitions",
+                                     description=compare_policies.__doc__)
+    parser.add_argument("--from", dest="source", type=Path, required=True,
+                        help="results directory with the physical runs' CSVs (cost models)")
+    parser.add_argument("--out", type=Path, required=True, help="where the CSVs go")
+    parser.add_argument("--pipelines", nargs="*", default=list(PIPELINES))
+    parser.add_argument("--policies", nargs="*", default=list(POLICIES))
+    parser.add_argument("--skews", nargs="*", type=float, default=list(SKEWS))
+    parser.add_argument("--no-moving", action="store_true", help="skip the moving hot spot")
+    args = parser.parse_args(argv)
+    bad = [p for p in args.policies if p not in POLICIES]
+    if bad:
+        parser.error(f"--policies: unknown {bad}; known: {', '.join(POLICIES)}")
+    path = compare_policies(args.source, args.out, policies=tuple(args.policies),
+                            pipelines=tuple(args.pipelines), skews=tuple(args.skews),
+                            moving_skew=None if args.no_moving else MOVING_SKEW)
+    return 0 if path else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
