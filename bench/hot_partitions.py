@@ -20,7 +20,8 @@ partition for every owner it gains.
 Scenarios: a **steady** stream per skew, and a **moving** hot spot at skew 0.5 (half-way, the
 items of the hot workers' partitions swap with those of workers 8-10,
 ``bench.paper.simulate.moving``). Writes ``hot_partitions.csv`` (one row per pipeline,
-scenario, skew, repeat and policy) and ``hot_partitions_mldc.csv.gz`` (every period's MLDC).
+scenario, skew, repeat and policy), ``hot_partitions_mldc.csv.gz`` (every period's MLDC),
+``hot_partitions_summary.csv`` and ``hot_partitions.png`` (``summarise``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import argparse
 import gzip
 import math
 import shutil
+import statistics
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.paper.rows import write_csv
+from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import (
     COST_MODE,
     HOT_WORKERS,
@@ -158,6 +160,74 @@ def _after_first(run) -> float:
     return max(later) if later else math.nan
 
 
+def summarise(out_dir: Path) -> Path:
+    """``hot_partitions_summary.csv`` from ``hot_partitions.csv``: per scenario, skew and policy
+    over the pipelines and repeats, the mean throughput and its ratio to greedy's and to Static
+    STAL's at the same point (mean, min), the final MLDC (mean, max), partitions and MB moved,
+    replicated partitions at the end and rebalances; and two plots (throughput over greedy, and
+    the largest final MLDC, per skew)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    rows = read_rows(out_dir / "hot_partitions.csv")
+    point = {(r["pipeline"], r["scenario"], r["skew"], r["repeat"], r["policy"]): r for r in rows}
+    groups: dict[tuple[str, str, str], list] = defaultdict(list)
+    for r in rows:
+        groups[(r["scenario"], r["skew"], r["policy"])].append(r)
+    summary = []
+    for (scenario, skew, policy), group in groups.items():
+        over_greedy, over_static = ([
+            float(r["throughput"]) / float(point[(r["pipeline"], scenario, skew, r["repeat"],
+                                                  base)]["throughput"]) for r in group]
+            for base in ("greedy", "none"))
+        last = [float(r["mldc_last"]) for r in group]
+        summary.append({
+            "scenario": scenario, "skew": float(skew), "policy": policy, "points": len(group),
+            "throughput_mean": statistics.fmean(float(r["throughput"]) for r in group),
+            "over_greedy_mean": statistics.fmean(over_greedy),
+            "over_greedy_min": min(over_greedy),
+            "over_static_mean": statistics.fmean(over_static),
+            "mldc_last_mean": statistics.fmean(last), "mldc_last_max": max(last),
+            "moved_partitions_mean": statistics.fmean(int(r["moved_partitions"])
+                                                      for r in group),
+            "moved_mb_mean": statistics.fmean(int(r["moved_bytes"]) for r in group) / 1e6,
+            "replicated_mean": statistics.fmean(int(r["replicated_partitions"])
+                                                for r in group),
+            "rebalances_mean": statistics.fmean(int(r["rebalances"]) for r in group)})
+    summary.sort(key=lambda r: (r["scenario"] != "steady", r["skew"],
+                                list(POLICIES).index(r["policy"]) if r["policy"] in POLICIES
+                                else -1))
+    path = out_dir / "hot_partitions_summary.csv"
+    write_csv(path, summary)
+    steady = [r for r in summary if r["scenario"] == "steady"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for policy in ["none", *POLICIES]:
+        mine = [r for r in steady if r["policy"] == policy]
+        if not mine:
+            continue
+        label = "Static STAL" if policy == "none" else policy
+        style = "--" if policy in ("llfd", "minmig", "mixed") else "-"
+        axes[0].plot([r["skew"] for r in mine], [r["over_greedy_mean"] for r in mine],
+                     style, marker="o", label=label)
+        axes[1].plot([r["skew"] for r in mine], [r["mldc_last_max"] for r in mine],
+                     style, marker="o", label=label)
+    axes[0].axhline(1.5, color="grey", lw=0.8, ls=":")
+    axes[0].set(xlabel="skew (share of items on 3 of 16 workers)",
+                ylabel="throughput / Dynamic LB STAL greedy (mean)",
+                title="W = 16 simulation: throughput")
+    axes[1].axhline(0.10, color="grey", lw=0.8, ls=":")
+    axes[1].set(xlabel="skew", ylabel="final MLDC (largest over 9 points)", yscale="log",
+                title="final MLDC")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "hot_partitions.png", dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hot_partitions",
                                      description=compare_policies.__doc__)
@@ -168,13 +238,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", nargs="*", default=list(POLICIES))
     parser.add_argument("--skews", nargs="*", type=float, default=list(SKEWS))
     parser.add_argument("--no-moving", action="store_true", help="skip the moving hot spot")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="only summarise an existing OUT/hot_partitions.csv")
     args = parser.parse_args(argv)
+    if args.summary_only:
+        summarise(args.out)
+        return 0
     bad = [p for p in args.policies if p not in POLICIES]
     if bad:
         parser.error(f"--policies: unknown {bad}; known: {', '.join(POLICIES)}")
     path = compare_policies(args.source, args.out, policies=tuple(args.policies),
                             pipelines=tuple(args.pipelines), skews=tuple(args.skews),
                             moving_skew=None if args.no_moving else MOVING_SKEW)
+    if path:
+        summarise(args.out)
     return 0 if path else 1
 
 

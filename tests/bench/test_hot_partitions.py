@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bench import hot_partitions
+from bench.paper.rows import read_rows
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from distributor import Params
 
@@ -94,3 +95,9 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
     policy = [r.split(",")[header.index("policy")] for r in rows[1:]]
     assert policy == ["none", "greedy", "replicate"]
     assert (tmp_path / "hot_partitions_mldc.csv.gz").exists()
+    summary = {r["policy"]: r for r in read_rows(hot_partitions.summarise(tmp_path))}
+    assert float(summary["greedy"]["over_greedy_mean"]) == 1.0
+    assert float(summary["replicate"]["over_greedy_mean"]) > 2.0
+    assert float(summary["replicate"]["mldc_last_max"]) < 0.1
+    assert float(summary["replicate"]["replicated_mean"]) == 1.0
+    assert (tmp_path / "hot_partitions.png").exists()
