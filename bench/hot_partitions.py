@@ -17,11 +17,13 @@ pays the measured move time once: the app re-partitions its cached static data);
 reports one PartitionLoad per (partition, owner). Bytes moved = the static bytes of every
 partition for every owner it gains.
 
-Scenarios: a **steady** stream per skew, and a **moving** hot spot at skew 0.5 (half-way, the
+Scenarios: a **steady** stream per skew, a **moving** hot spot at skew 0.5 (half-way, the
 items of the hot workers' partitions swap with those of workers 8-10,
-``bench.paper.simulate.moving``). Writes ``hot_partitions.csv`` (one row per pipeline,
-scenario, skew, repeat and policy), ``hot_partitions_mldc.csv.gz`` (every period's MLDC),
-``hot_partitions_summary.csv`` and ``hot_partitions.png`` (``summarise``).
+``bench.paper.simulate.moving``), and **concentrated** hot spots (``CONCENTRATED``: the skewed
+share in one partition, ``geops generate --hot-partitions 1``, at W = 16 and at W = 2).
+Writes ``hot_partitions.csv`` (one row per pipeline, scenario, skew, repeat and policy),
+``hot_partitions_mldc.csv.gz`` (every period's MLDC), ``hot_partitions_summary.csv`` and
+``hot_partitions.png`` (``summarise``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ from schemas.assignment import owners_of
 
 PIPELINES = ("sPS", "sPIS", "RIsPS")
 MOVING_SKEW = 0.5
+SCENARIOS = ("steady", "moving", "concentrated")
+# concentrated hot spots (geops generate --hot-partitions K): (workers, hot workers, K, skew);
+# W = 2 with 80 % of the items in one partition is the issue's physical case
+CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, 1, 0.8))
 MIN_DURATION_S = 120.0
 DYNAMIC = "Dynamic LB STAL"
 
@@ -77,6 +83,8 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
         moving_skew: float | None = MOVING_SKEW, workers: int = WORKERS,
         hot_workers: int = HOT_WORKERS, publications: int = PUBLICATIONS,
         min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
+        scenarios: tuple[str, ...] = SCENARIOS,
+        concentrated: tuple[tuple[int, int, int, float], ...] = CONCENTRATED,
         log: Log = print) -> Path | None:
     """Simulate Static STAL and Dynamic LB STAL with every policy; see the module doc."""
     models: list[CostModel] = [m for m in cost_models(Path(results_dir), log)
@@ -92,12 +100,18 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
     groups: dict[tuple, list[CostModel]] = defaultdict(list)
     for m in models:
         groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
-    points = [("steady", s) for s in skews] + (
-        [("moving", moving_skew)] if moving_skew is not None else [])
-    for scenario, skew in points:
+    points: list[tuple[str, int, int, int | None, float]] = []
+    if "steady" in scenarios:
+        points += [("steady", workers, hot_workers, None, s) for s in skews]
+    if "moving" in scenarios and moving_skew is not None:
+        points.append(("moving", workers, hot_workers, None, moving_skew))
+    if "concentrated" in scenarios:
+        points += [("concentrated", w, h, k, s) for w, h, k, s in concentrated]
+    for scenario, workers, hot_workers, hot_parts, skew in points:
         for (repeat, subs, parts), group in sorted(groups.items()):
             workload = _point_workload(workloads, WorkloadKey(
-                repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
+                repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew,
+                hot_parts), log)
             if workload is None:
                 continue
             for model in group:
@@ -129,14 +143,16 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
                         "mldc_first": mldcs[0] if mldcs else math.nan,
                         "mldc_last": mldcs[-1] if mldcs else math.nan,
                         "mldc_max_after_first_command": _after_first(run),
-                        "partitions": parts, "workers": workers, "hot_workers": hot_workers})
+                        "partitions": parts, "workers": workers, "hot_workers": hot_workers,
+                        "hot_partitions": hot_parts or ""})
                     done.append(rows[-1])
                     periods += [{"pipeline": model.pipeline, "scenario": scenario, "skew": skew,
                                  "repeat": repeat, "policy": policy, "period": s["period"],
                                  "time_s": s["time"] / 1000, "epoch": s["epoch"],
                                  "mldc": "" if s["mldc"] is None else s["mldc"],
                                  "decision": s["decision"]} for s in run.statuses]
-                log(f"hot partitions: {model.pipeline} {scenario} {skew} r{repeat}: " + ", ".join(
+                log(f"hot partitions: {model.pipeline} {scenario} W={workers} {skew} r{repeat}: "
+                    + ", ".join(
                     f"{r['policy']} {r['throughput']:,.0f}/s MLDC {r['mldc_last']:.2f}"
                     for r in done))
     workloads.clear()
@@ -173,19 +189,21 @@ def summarise(out_dir: Path) -> Path:
 
     out_dir = Path(out_dir)
     rows = read_rows(out_dir / "hot_partitions.csv")
-    point = {(r["pipeline"], r["scenario"], r["skew"], r["repeat"], r["policy"]): r for r in rows}
-    groups: dict[tuple[str, str, str], list] = defaultdict(list)
+    point = {(r["pipeline"], r["scenario"], r["workers"], r["skew"], r["repeat"], r["policy"]): r
+             for r in rows}
+    groups: dict[tuple[str, str, str, str], list] = defaultdict(list)
     for r in rows:
-        groups[(r["scenario"], r["skew"], r["policy"])].append(r)
+        groups[(r["scenario"], r["workers"], r["skew"], r["policy"])].append(r)
     summary = []
-    for (scenario, skew, policy), group in groups.items():
+    for (scenario, workers, skew, policy), group in groups.items():
         over_greedy, over_static = ([
-            float(r["throughput"]) / float(point[(r["pipeline"], scenario, skew, r["repeat"],
-                                                  base)]["throughput"]) for r in group]
-            for base in ("greedy", "none"))
+            float(r["throughput"]) / float(point[(r["pipeline"], scenario, workers, skew,
+                                                  r["repeat"], base)]["throughput"])
+            for r in group] for base in ("greedy", "none"))
         last = [float(r["mldc_last"]) for r in group]
         summary.append({
-            "scenario": scenario, "skew": float(skew), "policy": policy, "points": len(group),
+            "scenario": scenario, "workers": int(workers), "skew": float(skew), "policy": policy,
+            "points": len(group),
             "throughput_mean": statistics.fmean(float(r["throughput"]) for r in group),
             "over_greedy_mean": statistics.fmean(over_greedy),
             "over_greedy_min": min(over_greedy),
@@ -197,12 +215,14 @@ def summarise(out_dir: Path) -> Path:
             "replicated_mean": statistics.fmean(int(r["replicated_partitions"])
                                                 for r in group),
             "rebalances_mean": statistics.fmean(int(r["rebalances"]) for r in group)})
-    summary.sort(key=lambda r: (r["scenario"] != "steady", r["skew"],
+    summary.sort(key=lambda r: (SCENARIOS.index(r["scenario"]), -r["workers"], r["skew"],
                                 list(POLICIES).index(r["policy"]) if r["policy"] in POLICIES
                                 else -1))
     path = out_dir / "hot_partitions_summary.csv"
     write_csv(path, summary)
     steady = [r for r in summary if r["scenario"] == "steady"]
+    if not steady:
+        return path
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for policy in ["none", *POLICIES]:
         mine = [r for r in steady if r["policy"] == policy]
@@ -237,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", nargs="*", default=list(PIPELINES))
     parser.add_argument("--policies", nargs="*", default=list(POLICIES))
     parser.add_argument("--skews", nargs="*", type=float, default=list(SKEWS))
+    parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--no-moving", action="store_true", help="skip the moving hot spot")
     parser.add_argument("--summary-only", action="store_true",
                         help="only summarise an existing OUT/hot_partitions.csv")
@@ -249,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--policies: unknown {bad}; known: {', '.join(POLICIES)}")
     path = compare_policies(args.source, args.out, policies=tuple(args.policies),
                             pipelines=tuple(args.pipelines), skews=tuple(args.skews),
-                            moving_skew=None if args.no_moving else MOVING_SKEW)
+                            moving_skew=None if args.no_moving else MOVING_SKEW,
+                            scenarios=tuple(args.scenarios))
     if path:
         summarise(args.out)
     return 0 if path else 1

@@ -34,6 +34,7 @@ class WorkloadKey:
     partitions: int
     partitioner: str
     skew: float
+    hot_partitions: int | None = None   # the skewed share in K partitions (issue 22)
 
     @classmethod
     def of(cls, spec: RunSpec) -> WorkloadKey:
@@ -66,7 +67,7 @@ class Workloads:
             publications=key.publications,
             skew=SkewSpec(workers=key.workers, hot_workers=key.hot_workers,
                           partitions=key.partitions, partitioner=key.partitioner,
-                          target=key.skew))
+                          target=key.skew, hot_partitions=key.hot_partitions))
         self._cache[key] = workload
         return workload
 

@@ -88,7 +88,7 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
     path = hot_partitions.compare_policies(tmp_path, tmp_path, policies=("greedy", "replicate"),
                                            pipelines=("sPS",), skews=(0.7,), moving_skew=None,
                                            workers=4, min_duration_s=1.0, period_s=1.0,
-                                           log=lambda _m: None)
+                                           scenarios=("steady",), log=lambda _m: None)
     rows = path.read_text().splitlines()
     header = rows[0].split(",")
     assert len(rows) == 1 + 3   # Static STAL, greedy, replicate
