@@ -7,7 +7,9 @@ its assumptions: ``bench.paper.simulate``'s docstring): per-partition costs meas
 physical runs of ``--from``, replayed at W = 16 with 3 hot workers over a stream whose items
 fall a share s (the skew) in the hot workers' partitions, through the real
 ``distributor.Engine`` with Table 1 (Dynamic LB STAL: threshold 0.5, M 1000, N 3, D 10 s,
-miMLDC 0.3) and each policy in turn; Static STAL (no distributor) as the floor.
+miMLDC 0.3) and each policy in turn; Static STAL (no distributor) as the floor; and the
+adaptive distributor (``--mode adaptive``, judged after every batch) with ``greedy`` and
+``replicate`` (variants ``adaptive-greedy``, ``adaptive-replicate``).
 
 Replicas (policy ``replicate``) are simulated as the app runs them (issue 22): a partition
 with k owners has its stream items split evenly among them (``owner_index``), so each owner
@@ -67,6 +69,9 @@ SCENARIOS = ("steady", "moving", "concentrated")
 CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, 1, 0.8))
 MIN_DURATION_S = 120.0
 DYNAMIC = "Dynamic LB STAL"
+ADAPTIVE = "Adaptive STAL"
+ADAPTIVE_POLICIES = ("greedy", "replicate")
+VARIANTS = ("none", *POLICIES, *(f"adaptive-{p}" for p in ADAPTIVE_POLICIES))
 
 
 def final_owners(run) -> tuple[int, int]:
@@ -84,6 +89,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
         hot_workers: int = HOT_WORKERS, publications: int = PUBLICATIONS,
         min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
         scenarios: tuple[str, ...] = SCENARIOS,
+        adaptive_policies: tuple[str, ...] = ADAPTIVE_POLICIES,
         concentrated: tuple[tuple[int, int, int, float], ...] = CONCENTRATED,
         log: Log = print) -> Path | None:
     """Simulate Static STAL and Dynamic LB STAL with every policy; see the module doc."""
@@ -124,7 +130,8 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
                 trace = replace(trace, cycles=cycles)
                 if scenario == "moving":
                     trace = moving(trace, workers, hot_workers)
-                runs = [(COST_MODE, "none")] + [(DYNAMIC, p) for p in policies]
+                runs = ([(COST_MODE, "none")] + [(DYNAMIC, p) for p in policies]
+                        + [(ADAPTIVE, p) for p in adaptive_policies])
                 done = []
                 for mode, policy in runs:
                     run = simulate_mode(trace, model, mode, workers=workers, period_s=period_s,
@@ -134,6 +141,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
                     rows.append({
                         "pipeline": model.pipeline, "scenario": scenario, "skew": skew,
                         "repeat": repeat, "mode": mode, "policy": policy,
+                        "variant": _variant(mode, policy),
                         "throughput": run.throughput, "rebalances": len(run.commands),
                         "moved_partitions": run.moved_partitions,
                         "moved_bytes": run.moved_bytes,
@@ -147,13 +155,14 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
                         "hot_partitions": hot_parts or ""})
                     done.append(rows[-1])
                     periods += [{"pipeline": model.pipeline, "scenario": scenario, "skew": skew,
-                                 "repeat": repeat, "policy": policy, "period": s["period"],
+                                 "repeat": repeat, "variant": _variant(mode, policy),
+                                 "period": s["period"],
                                  "time_s": s["time"] / 1000, "epoch": s["epoch"],
                                  "mldc": "" if s["mldc"] is None else s["mldc"],
                                  "decision": s["decision"]} for s in run.statuses]
                 log(f"hot partitions: {model.pipeline} {scenario} W={workers} {skew} r{repeat}: "
                     + ", ".join(
-                    f"{r['policy']} {r['throughput']:,.0f}/s MLDC {r['mldc_last']:.2f}"
+                    f"{r['variant']} {r['throughput']:,.0f}/s MLDC {r['mldc_last']:.2f}"
                     for r in done))
     workloads.clear()
     path = out_dir / "hot_partitions.csv"
@@ -164,6 +173,11 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
         shutil.copyfileobj(src, dst)
     mldc.unlink()
     return path
+
+
+def _variant(mode: str, policy: str) -> str:
+    """``none`` (Static STAL), the policy (Dynamic LB STAL, Table 1) or ``adaptive-POLICY``."""
+    return {COST_MODE: "none", DYNAMIC: policy}.get(mode, f"adaptive-{policy}")
 
 
 def _after_first(run) -> float:
@@ -189,11 +203,11 @@ def summarise(out_dir: Path) -> Path:
 
     out_dir = Path(out_dir)
     rows = read_rows(out_dir / "hot_partitions.csv")
-    point = {(r["pipeline"], r["scenario"], r["workers"], r["skew"], r["repeat"], r["policy"]): r
-             for r in rows}
+    point = {(r["pipeline"], r["scenario"], r["workers"], r["skew"], r["repeat"],
+              r["variant"]): r for r in rows}
     groups: dict[tuple[str, str, str, str], list] = defaultdict(list)
     for r in rows:
-        groups[(r["scenario"], r["workers"], r["skew"], r["policy"])].append(r)
+        groups[(r["scenario"], r["workers"], r["skew"], r["variant"])].append(r)
     summary = []
     for (scenario, workers, skew, policy), group in groups.items():
         over_greedy, over_static = ([
@@ -202,7 +216,7 @@ def summarise(out_dir: Path) -> Path:
             for r in group] for base in ("greedy", "none"))
         last = [float(r["mldc_last"]) for r in group]
         summary.append({
-            "scenario": scenario, "workers": int(workers), "skew": float(skew), "policy": policy,
+            "scenario": scenario, "workers": int(workers), "skew": float(skew), "variant": policy,
             "points": len(group),
             "throughput_mean": statistics.fmean(float(r["throughput"]) for r in group),
             "over_greedy_mean": statistics.fmean(over_greedy),
@@ -216,16 +230,16 @@ def summarise(out_dir: Path) -> Path:
                                                 for r in group),
             "rebalances_mean": statistics.fmean(int(r["rebalances"]) for r in group)})
     summary.sort(key=lambda r: (SCENARIOS.index(r["scenario"]), -r["workers"], r["skew"],
-                                list(POLICIES).index(r["policy"]) if r["policy"] in POLICIES
-                                else -1))
+                                VARIANTS.index(r["variant"]) if r["variant"] in VARIANTS
+                                else len(VARIANTS), r["variant"]))
     path = out_dir / "hot_partitions_summary.csv"
     write_csv(path, summary)
     steady = [r for r in summary if r["scenario"] == "steady"]
     if not steady:
         return path
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for policy in ["none", *POLICIES]:
-        mine = [r for r in steady if r["policy"] == policy]
+    for policy in VARIANTS:
+        mine = [r for r in steady if r["variant"] == policy]
         if not mine:
             continue
         label = "Static STAL" if policy == "none" else policy
@@ -256,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the CSVs go")
     parser.add_argument("--pipelines", nargs="*", default=list(PIPELINES))
     parser.add_argument("--policies", nargs="*", default=list(POLICIES))
+    parser.add_argument("--adaptive-policies", nargs="*", default=list(ADAPTIVE_POLICIES))
     parser.add_argument("--skews", nargs="*", type=float, default=list(SKEWS))
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--no-moving", action="store_true", help="skip the moving hot spot")
@@ -265,13 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary_only:
         summarise(args.out)
         return 0
-    bad = [p for p in args.policies if p not in POLICIES]
+    bad = [p for p in args.policies + args.adaptive_policies if p not in POLICIES]
     if bad:
         parser.error(f"--policies: unknown {bad}; known: {', '.join(POLICIES)}")
     path = compare_policies(args.source, args.out, policies=tuple(args.policies),
                             pipelines=tuple(args.pipelines), skews=tuple(args.skews),
                             moving_skew=None if args.no_moving else MOVING_SKEW,
-                            scenarios=tuple(args.scenarios))
+                            scenarios=tuple(args.scenarios),
+                            adaptive_policies=tuple(args.adaptive_policies))
     if path:
         summarise(args.out)
     return 0 if path else 1

@@ -21,8 +21,8 @@ of several on one worker only the largest stays), and a candidate that fits nowh
 least-loaded eligible worker, or back to the worker it left when that is as lightly loaded (for
 the big pieces, the busiest worker's load is then the largest piece's); at the end, moves are
 undone (the most bytes first) while that keeps every worker under both ``L_max`` and the
-result's busiest load, so a partition never moves for nothing. Adjust chains are capped (``20 x`` the number of pieces) so
-the search always ends.
+result's busiest load, so a partition never moves for nothing. Adjust chains are capped
+(``20 x`` the number of pieces) so the search always ends.
 
 Why this family next to ``greedy``: it moves only what sits above ``L_max`` and picks, by
 ``psi``, which partitions move, so it can trade the bytes moved against the balance reached;

@@ -18,7 +18,11 @@ How k is chosen, with ``L_max = (1 + theta) x`` the mean worker load:
 3. while the busiest worker stays above ``L_max`` and holds a share larger than
    ``theta x mean`` (a smaller piece can always be fitted by LLFD), that partition gets one
    owner more and step 2 runs again (at most 2 W rounds); the best result (lowest busiest
-   worker, then fewest bytes shipped) is kept.
+   worker, then fewest bytes shipped) is kept;
+4. ``greedy``'s proposal (moves only, one owner each) competes: when its busiest worker is no
+   busier than that result's, it wins. Why: greedy minimises the maximum load more tightly
+   than the LLFD workflow, which stops at ``L_max``; so ``replicate`` is never less balanced
+   than greedy, and it makes no copies where moving suffices.
 
 Partitions whose load is below ``L_max`` are never replicated, so many small partitions are
 only moved. The owners in force are returned when nothing lowers the busiest worker's load.
@@ -32,6 +36,8 @@ from collections.abc import Sequence
 
 from distributor.mldc import owner_loads
 from distributor.policies import migration
+from distributor.policies.base import propose_owners
+from distributor.policies.greedy import GreedyPolicy
 from distributor.policies.minmig import MinMigPolicy
 from schemas.assignment import Owners
 
@@ -40,6 +46,7 @@ class ReplicatePolicy(MinMigPolicy):
     """MinMig plus replication of partitions above the fair share (see the module doc)."""
 
     name = "replicate"
+    _greedy = GreedyPolicy()
 
     def propose_owners(self, partition_loads: Sequence[float], owners: Sequence[Owners],
                        workers: int, costs: Sequence[float] | None = None) -> list[Owners]:
@@ -73,6 +80,9 @@ class ReplicatePolicy(MinMigPolicy):
             hot = max(pieces, key=lambda p: (loads[p] / k[p], -p))
             k[hot] += 1
         assert best is not None
+        moved = propose_owners(self._greedy, loads, old, workers, size)
+        if max(owner_loads(loads, moved, workers)) <= best[0] + eps:
+            return migration.not_worse(loads, old, moved, workers)
         return migration.not_worse(loads, old, best[2], workers)
 
     def propose(self, partition_loads: Sequence[float], assignment: Sequence[int],

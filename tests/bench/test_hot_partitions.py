@@ -88,16 +88,18 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
     path = hot_partitions.compare_policies(tmp_path, tmp_path, policies=("greedy", "replicate"),
                                            pipelines=("sPS",), skews=(0.7,), moving_skew=None,
                                            workers=4, min_duration_s=1.0, period_s=1.0,
-                                           scenarios=("steady",), log=lambda _m: None)
+                                           scenarios=("steady",), adaptive_policies=(
+                                               "replicate",), log=lambda _m: None)
     rows = path.read_text().splitlines()
     header = rows[0].split(",")
-    assert len(rows) == 1 + 3   # Static STAL, greedy, replicate
-    policy = [r.split(",")[header.index("policy")] for r in rows[1:]]
-    assert policy == ["none", "greedy", "replicate"]
+    assert len(rows) == 1 + 4   # Static STAL, greedy, replicate, adaptive replicate
+    variant = [r.split(",")[header.index("variant")] for r in rows[1:]]
+    assert variant == ["none", "greedy", "replicate", "adaptive-replicate"]
     assert (tmp_path / "hot_partitions_mldc.csv.gz").exists()
-    summary = {r["policy"]: r for r in read_rows(hot_partitions.summarise(tmp_path))}
+    summary = {r["variant"]: r for r in read_rows(hot_partitions.summarise(tmp_path))}
     assert float(summary["greedy"]["over_greedy_mean"]) == 1.0
     assert float(summary["replicate"]["over_greedy_mean"]) > 2.0
     assert float(summary["replicate"]["mldc_last_max"]) < 0.1
     assert float(summary["replicate"]["replicated_mean"]) == 1.0
+    assert float(summary["adaptive-replicate"]["mldc_last_max"]) < 0.1
     assert (tmp_path / "hot_partitions.png").exists()

@@ -172,3 +172,16 @@ def test_never_worse_than_now_valid_and_deterministic(instance, name):
         owner_loads(loads, owners, workers)) * (1 + 1e-9) + 1e-9
     if name != "replicate":
         assert all(len(o) == 1 for o in new)
+    else:   # never less balanced than greedy's moves
+        greedy = propose_owners(GreedyPolicy(), loads, owners, workers, costs)
+        assert max(owner_loads(loads, new, workers)) <= max(
+            owner_loads(loads, greedy, workers)) * (1 + 1e-9) + 1e-9
+
+
+def test_replicate_makes_no_copies_where_moving_suffices():
+    # greedy balances this exactly by moves; replicate must not copy anything
+    loads = [3.0, 3.0, 1.0, 1.0]
+    owners = [(0,), (0,), (1,), (1,)]
+    new = ReplicatePolicy().propose_owners(loads, owners, 2, [10.0] * 4)
+    assert all(len(o) == 1 for o in new)
+    assert max(owner_loads(loads, new, 2)) == 4.0
