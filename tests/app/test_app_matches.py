@@ -1,8 +1,17 @@
-"""The app on the embedded broker and a local Spark session: matches equal the oracle.
+"""The app on the embedded broker and a local Spark session: matches equal the oracle, for every
+strategy and join, with replicated partitions (issue 22) in force and changing mid-stream.
+
+Each run starts with a command on the control topic that replicates the three busiest partitions
+on both workers; the publications are written while the app runs, and between them a command
+replicates a fourth partition (and moves another), then one removes that replica and one of
+the first. Every publication is answered once with the oracle's matches (about 10 % of the
+subscriptions are DISJOINT); each batch reports one load per (partition, owner) of its epoch,
+and a replicated partition's items are split among its owners.
 
 Also checks what the metrics say about the static side: in STAL a partition's index is built
-once per residency (per Python worker process that joins it), not once per batch, and no static
-data is shipped; in STRL every partition that gets items is shipped and rebuilt every batch.
+once per residency on each owner (per Python worker process that joins it), not once per batch,
+and no static data is shipped; a new replica is shipped once (MoveReport); in STRL every
+partition that gets items is shipped to each owner and rebuilt every batch.
 """
 
 from __future__ import annotations
@@ -11,7 +20,12 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from tests.app.conftest import load, matches, metrics, run_app
+from geops.strategies import build_strategy
+from kafkaio.sender import Sender
+from schemas.assignment import command_fields
+from tests.app.conftest import matches, metrics, run_app
+from tests.app.live import load_subscriptions_only
+from tests.app.replicas import P, SteppedProducer, busiest, replica_command, replica_plan
 
 pytestmark = pytest.mark.integration
 
@@ -20,10 +34,22 @@ STRATEGIES = ("sPS", "sPIS", "RIhPS", "RIsPS")
 
 @pytest.mark.parametrize("join", ["STAL", "STRL"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_matches_equal_oracle(strategy, join, workload, kafka_cfg):
-    load(kafka_cfg, workload)
-    assert run_app("--strategy", strategy, "--join", join,
-                   "--max-records-per-trigger", "250") == 0
+def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, workload,
+                                                              kafka_cfg):
+    built = build_strategy(strategy, workload.subs, P, "kdbtree")
+    plan = replica_plan(busiest(built.router(), workload.pubs))
+    load_subscriptions_only(kafka_cfg, workload.subs)
+    s = Sender(kafka_cfg.kafka_client())
+    s.send(kafka_cfg.topic("control"), replica_command(1, plan.owners[1]))  # in force at start
+    s.close()
+    n = len(workload.pubs)
+    producer = SteppedProducer(kafka_cfg, workload.pubs, [
+        (n // 3, 2, replica_command(2, plan.owners[2])),
+        (2 * n // 3, 3, replica_command(3, plan.owners[3]))]).start()
+    assert run_app("--strategy", strategy, "--join", join, "--partitions", str(P),
+                   "--max-records-per-trigger", "250", "--stop-after-idle", "3s") == 0
+    producer.join()
+
     got = matches(kafka_cfg)
     # no replays in a clean run: one record per matched publication
     assert all(len(v) == 1 for v in got.values())
@@ -31,29 +57,76 @@ def test_matches_equal_oracle(strategy, join, workload, kafka_cfg):
 
     m = metrics(kafka_cfg)
     summaries = m["BatchSummary"]
-    assert sum(s["records"] for s in summaries) == len(workload.pubs)
+    assert sum(s["records"] for s in summaries) == n
     assert sum(s["dead_letters"] for s in summaries) == 0
     assert sum(s["matched_publications"] for s in summaries) == len(workload.oracle)
     assert len(summaries) >= 6
+    epochs = [s["epoch"] for s in summaries]
+    assert epochs == sorted(epochs) and set(epochs) == {1, 2, 3}
+    epoch_of = {s["batch_id"]: s["epoch"] for s in summaries}
+    for s in summaries:
+        assert s["replicas"] == command_fields(plan.owners[s["epoch"]])[1]
+
+    # one load per (partition, owner) of the epoch in force, every batch
     loads = m["PartitionLoad"]
-    partitions = summaries[0]["partitions"]
-    assert len(loads) == partitions * len(summaries)  # every partition, every batch
+    assert all(r["epoch"] == epoch_of[r["batch_id"]] for r in loads)
+    per_batch = defaultdict(set)
+    for r in loads:
+        per_batch[r["batch_id"]].add((r["partition"], r["worker"]))
+    for batch, held in per_batch.items():
+        owners = plan.owners[epoch_of[batch]]
+        assert held == {(p, w) for p, o in enumerate(owners) for w in o}
+    # a replicated partition's items are split among its owners
+    items = Counter()
+    for r in loads:
+        items[r["epoch"], r["partition"], r["worker"]] += r["items"]
+    for epoch, owners in plan.owners.items():
+        for p, o in enumerate(owners):
+            total = sum(items[epoch, p, w] for w in o)
+            if len(o) > 1 and total >= 40:
+                assert all(items[epoch, p, w] >= total / 4 for w in o), (epoch, p, items)
+    assert all(items[e, p, w] for e in (1, 2) for p in plan.first for w in (0, 1))
+
+    # a new replica ships once, a removed one ships nothing
+    moves = {r["epoch"]: r for r in m.get("MoveReport", [])}
+    assert sorted(moves) == [2, 3]
+    assert moves[2]["partitions_moved"] == sorted([plan.added, plan.moved])
+    assert moves[3]["partitions_moved"] == []
+    shipped = sum(len(built.partition_payload(p)) for p in (plan.added, plan.moved))
+    assert moves[2]["bytes"] == (shipped if join == "STAL" else 0)
+    assert moves[3]["bytes"] == 0
+
     with_items = [r for r in loads if r["items"]]
     assert all(r["processing_ns"] > 0 for r in with_items)
     if join == "STAL":
+        # residency of (partition, owner): the epoch since which the owner holds it
+        since = {}
+        for epoch in sorted(plan.owners):
+            for p, o in enumerate(plan.owners[epoch]):
+                for w in o:
+                    if w not in plan.owners.get(epoch - 1, [()] * P)[p]:
+                        since[epoch, p, w] = epoch
+                    else:
+                        since[epoch, p, w] = since[epoch - 1, p, w]
         builds = Counter()
         batches_with_items = Counter()
         for r in loads:
-            builds[r["partition"]] += r["index_builds"]
-            batches_with_items[r["partition"]] += bool(r["items"])
+            residency = (r["partition"], r["worker"], since[r["epoch"], r["partition"],
+                                                            r["worker"]])
+            builds[residency] += r["index_builds"]
+            batches_with_items[residency] += bool(r["items"])
         assert all(r["static_bytes"] == 0 for r in loads)
         # Built at most once per Python worker process that served it (local[2]: a few),
         # while partitions are used in many batches.
         assert max(builds.values()) <= 3
         assert sum(builds.values()) < sum(batches_with_items.values()) / 2
+        # the new owners built what reached them
+        for p, w in [(plan.added, 1 - plan.owners[1][plan.added][0]),
+                     (plan.moved, plan.owners[2][plan.moved][0])]:
+            assert builds[p, w, 2] >= 1 or not batches_with_items[p, w, 2]
     else:
         assert all(r["index_builds"] == 1 and r["static_bytes"] > 0 for r in with_items)
-        shipped = defaultdict(set)
+        shipped_sizes = defaultdict(set)
         for r in with_items:
-            shipped[r["partition"]].add(r["static_bytes"])
-        assert all(len(sizes) == 1 for sizes in shipped.values())  # the whole partition
+            shipped_sizes[r["partition"]].add(r["static_bytes"])
+        assert all(len(sizes) == 1 for sizes in shipped_sizes.values())  # the whole partition

@@ -1,0 +1,247 @@
+"""Replicated partitions in the app tests (issue 22): commands with replicas, a producer that
+writes publications while the app runs and sends commands between them, and the split of each
+batch's items among a partition's owners that the app must have made."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import shapely
+from confluent_kafka import TopicPartition
+
+import config
+from app.main import checkpoint_dir
+from app.offsetlog import initial_offsets_path
+from app.tasks import publication_key
+from geops.model import Publications
+from kafkaio.clients import consumer
+from kafkaio.offsets import read_to_end
+from kafkaio.sender import Sender
+from schemas import codec
+from schemas.assignment import Owners, command_fields, initial_assignment, owner_index
+from schemas.records import publication_records
+
+P, W = 16, 2
+
+
+def replica_command(epoch: int, owners: list[Owners]) -> bytes:
+    """A RebalanceCommand (v2) giving each partition ``owners`` (the primary first)."""
+    assignment, replicas = command_fields(owners)
+    return codec().encode("RebalanceCommand", {
+        "epoch": epoch, "assignment": assignment, "moves": [], "mldc_before": 1.0,
+        "mldc_predicted": 0.1, "metric": "LB", "reason": "test", "time": 0, "app_id": "",
+        "replicas": replicas})
+
+
+def busiest(router, pubs: Publications) -> list[int]:
+    """Partitions by the items the workload sends them, most first."""
+    counts = np.bincount(router.route(pubs.geoms).partition, minlength=P)
+    return [int(p) for p in np.argsort(-counts, kind="stable")]
+
+
+@dataclass
+class Plan:
+    """Owners per epoch: replicas in force from the start, one added (and a partition moved)
+    mid-stream, then that replica and one of the first removed again."""
+
+    owners: dict[int, list[Owners]]  # epoch -> owners
+    first: list[int]                 # replicated from epoch 1 on
+    added: int                       # replicated in epoch 2 only
+    moved: int                       # moved to the other worker in epoch 2
+    dropped: int                     # one of ``first``, not replicated in epoch 3
+
+
+def replica_plan(order: list[int]) -> Plan:
+    """The plan for partitions ranked busiest first: the three busiest replicated from the
+    start, the fourth replicated in epoch 2 only, the busiest unreplicated one moved in epoch 2
+    (and kept there), the busiest's replica removed in epoch 3."""
+    base = initial_assignment(P, W)
+    first, added, moved = order[:3], order[3], order[4]
+
+    def other(p: int) -> int:
+        return 1 - base[p]
+
+    e1: list[Owners] = [(w,) for w in base]
+    for p in first:
+        e1[p] = (base[p], other(p))
+    e2 = list(e1)
+    e2[added] = (base[added], other(added))
+    e2[moved] = (other(moved),)
+    e3 = list(e2)
+    e3[added] = (base[added],)
+    e3[first[0]] = (base[first[0]],)
+    return Plan({1: e1, 2: e2, 3: e3}, first, added, moved, first[0])
+
+
+@dataclass
+class MetricsWatch:
+    """The BatchSummary records on the metrics topic so far, read incrementally."""
+
+    cfg: config.Config
+    summaries: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._consumer = consumer(self.cfg.kafka_client())
+        self._consumer.assign([TopicPartition(self.cfg.topic("metrics"), 0, 0)])
+
+    def poll(self) -> list[dict]:
+        for msg in self._consumer.consume(1000, timeout=0.2):
+            if msg.error() is None:
+                name, rec = codec().decode(msg.value())
+                if name == "BatchSummary":
+                    self.summaries.append(rec)
+        return self.summaries
+
+    def processed(self) -> int:
+        return sum(s["records"] for s in self.summaries)
+
+    def epochs(self) -> set[int]:
+        return {s["epoch"] for s in self.summaries if s["records"]}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@dataclass
+class SteppedProducer:
+    """Writes the publications once the app's query has started, and the commands between them.
+
+    ``commands``: (publications written before it, epoch, command). Before a command the
+    producer waits until the app has processed everything written, so the command applies from
+    the next batch; and until a batch ran under the previous command's epoch, writing a few
+    more publications while it has not (a batch planned before the command arrived runs
+    under the old one).
+    """
+
+    cfg: config.Config
+    pubs: Publications
+    commands: list[tuple[int, int, bytes]]
+    rate: float = 1500.0
+    piece: int = 40
+    error: BaseException | None = None
+    finished_at: float = 0.0
+    _thread: threading.Thread | None = None
+
+    def start(self) -> SteppedProducer:
+        self._thread = threading.Thread(target=self._guarded, daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 60.0) -> None:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the producer did not finish"
+        if self.error is not None:
+            raise self.error
+
+    def _guarded(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+
+    def _run(self) -> None:
+        marker = Path(initial_offsets_path(checkpoint_dir(self.cfg)))
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the app's query did not start ({marker})")
+            time.sleep(0.1)
+        c = codec()
+        topic, control = self.cfg.topic("publications"), self.cfg.topic("control")
+        records = list(publication_records(self.pubs))
+        watch = MetricsWatch(self.cfg)
+        sender = Sender(self.cfg.kafka_client(), rate=self.rate)
+        written = 0
+
+        def write(upto: int) -> None:
+            nonlocal written
+            for rec in records[written:upto]:
+                rec["event_time"] = int(time.time() * 1000)
+                sender.send(topic, c.encode("Publication", rec), key=str(rec["id"]).encode())
+            sender.flush()
+            written = max(written, upto)
+
+        def settle(epoch: int | None) -> None:
+            """Wait until all written is processed and ``epoch`` (if any) ran a batch."""
+            wait_until = time.monotonic() + 180
+            while True:
+                watch.poll()
+                if watch.processed() >= written:
+                    if epoch is None or epoch in watch.epochs():
+                        return
+                    if written >= len(records):
+                        raise AssertionError(f"epoch {epoch} never ran a batch")
+                    write(written + self.piece)
+                if time.monotonic() > wait_until:
+                    raise TimeoutError(f"the app processed {watch.processed()} of {written}")
+
+        try:
+            previous: int | None = None
+            for before, epoch, value in self.commands:
+                write(max(before, written))
+                settle(previous)
+                sender.send(control, value)
+                sender.flush()
+                previous = epoch
+            write(len(records))
+            settle(previous)
+        finally:
+            sender.close()
+            watch.close()
+            self.finished_at = time.time()
+
+
+def batch_keys(cfg: config.Config, summaries: list[dict]) -> tuple[dict[int, np.ndarray],
+                                                                    dict[int, bytes]]:
+    """Each batch's publication keys (from the end offsets its summaries recorded; the first
+    batch starts at 0) and the geometry (WKB) of every key on the publications topic."""
+    geometry: dict[int, bytes] = {}
+    for msg in read_to_end(cfg.kafka_client(), cfg.topic("publications")):
+        rec = codec().decode_as("Publication", msg.value())
+        geometry[int(publication_key(np.int64(msg.partition()), np.int64(msg.offset())))] = \
+            rec["geometry"]
+    ends = {s["batch_id"]: {int(p): o for p, o in s["source_end_offsets"].items()}
+            for s in summaries}
+    out = {}
+    for batch, end in ends.items():
+        start = ends.get(batch - 1, {}) if batch else {}
+        keys = [publication_key(np.int64(p), np.arange(start.get(p, 0), o, dtype=np.int64))
+                for p, o in end.items()]
+        out[batch] = np.sort(np.concatenate(keys)) if keys else np.empty(0, np.int64)
+    return out, geometry
+
+
+def expected_split(router, keys: np.ndarray, geometry: dict[int, bytes],
+                   owners: list[Owners]) -> Counter:
+    """(partition, worker) -> items of a batch with ``keys``, as the app must split them."""
+    if not len(keys):
+        return Counter()
+    geoms = shapely.from_wkb([geometry[int(k)] for k in keys])
+    routed = router.route(geoms)
+    out: Counter = Counter()
+    for pid, items in routed.by_partition():
+        own = owners[pid]
+        which = owner_index(keys[items.pub_index], len(own))
+        for j, w in enumerate(own):
+            if (n := int((which == j).sum())):
+                out[pid, w] = n
+    return out
+
+
+def loads_by_batch(loads: list[dict]) -> dict[int, list[Counter]]:
+    """batch -> per report of it (a replayed batch reports again) its (partition, worker) ->
+    items; reports are told apart by the time they were sent."""
+    grouped: dict[tuple[int, int], Counter] = defaultdict(Counter)
+    for r in loads:
+        if r["items"]:
+            grouped[r["batch_id"], r["time"]][r["partition"], r["worker"]] += r["items"]
+    out: dict[int, list[Counter]] = defaultdict(list)
+    for (batch, _), counts in sorted(grouped.items()):
+        out[batch].append(counts)
+    return out
