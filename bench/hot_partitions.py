@@ -23,7 +23,7 @@ Scenarios: a **steady** stream per skew, a **moving** hot spot at skew 0.5 (half
 items of the hot workers' partitions swap with those of workers 8-10,
 ``bench.paper.simulate.moving``), and **concentrated** hot spots (``CONCENTRATED``: the skewed
 share in one partition, ``geops generate --hot-partitions 1``, at W = 16 and at W = 2).
-Writes ``hot_partitions.csv`` (one row per pipeline, scenario, skew, repeat and policy),
+Writes ``hot_partitions.csv.gz`` (one row per pipeline, scenario, skew, repeat and policy),
 ``hot_partitions_mldc.csv.gz`` (every period's MLDC), ``hot_partitions_summary.csv`` and
 ``hot_partitions.png`` (``summarise``).
 """
@@ -169,10 +169,17 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
     write_csv(path, rows)
     mldc = out_dir / "hot_partitions_mldc.csv"
     write_csv(mldc, periods)
-    with open(mldc, "rb") as src, gzip.open(mldc.with_name(mldc.name + ".gz"), "wb") as dst:
+    _gzip(mldc)
+    return _gzip(path)
+
+
+def _gzip(path: Path) -> Path:
+    """``path`` gzipped beside it (``bench.paper.rows`` reads either); the plain file removed."""
+    packed = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(packed, "wb") as dst:
         shutil.copyfileobj(src, dst)
-    mldc.unlink()
-    return path
+    path.unlink()
+    return packed
 
 
 def _variant(mode: str, policy: str) -> str:
@@ -191,11 +198,12 @@ def _after_first(run) -> float:
 
 
 def summarise(out_dir: Path) -> Path:
-    """``hot_partitions_summary.csv`` from ``hot_partitions.csv``: per scenario, skew and policy
-    over the pipelines and repeats, the mean throughput and its ratio to greedy's and to Static
-    STAL's at the same point (mean, min), the final MLDC (mean, max), partitions and MB moved,
-    replicated partitions at the end and rebalances; and two plots (throughput over greedy, and
-    the largest final MLDC, per skew)."""
+    """``hot_partitions_summary.csv`` from ``hot_partitions.csv(.gz)``: per scenario, skew and
+    variant (the policy; ``none`` = Static STAL; ``adaptive-POLICY``) over the pipelines and
+    repeats, the mean throughput and its ratio to greedy's and to Static STAL's at the same
+    point (mean, min), the final MLDC (mean, max), partitions and MB moved, replicated
+    partitions at the end and rebalances; and a plot (throughput over greedy, and the largest
+    final MLDC, per skew)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -90,10 +90,10 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
                                            workers=4, min_duration_s=1.0, period_s=1.0,
                                            scenarios=("steady",), adaptive_policies=(
                                                "replicate",), log=lambda _m: None)
-    rows = path.read_text().splitlines()
-    header = rows[0].split(",")
-    assert len(rows) == 1 + 4   # Static STAL, greedy, replicate, adaptive replicate
-    variant = [r.split(",")[header.index("variant")] for r in rows[1:]]
+    assert path.name == "hot_partitions.csv.gz"
+    rows = read_rows(tmp_path / "hot_partitions.csv")
+    assert len(rows) == 4   # Static STAL, greedy, replicate, adaptive replicate
+    variant = [r["variant"] for r in rows]
     assert variant == ["none", "greedy", "replicate", "adaptive-replicate"]
     assert (tmp_path / "hot_partitions_mldc.csv.gz").exists()
     summary = {r["variant"]: r for r in read_rows(hot_partitions.summarise(tmp_path))}
