@@ -103,3 +103,14 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
     assert float(summary["replicate"]["replicated_mean"]) == 1.0
     assert float(summary["adaptive-replicate"]["mldc_last_max"]) < 0.1
     assert (tmp_path / "hot_partitions.png").exists()
+
+
+def test_the_paper_runs_keep_greedy_whatever_the_default() -> None:
+    from bench.paper.plan import first_period_plan
+    from bench.paper.runner import DistributorSettings, distributor_args
+    from config import defaults
+
+    assert defaults()["distributor"]["policy"] == "replicate"
+    for spec in first_period_plan(1, ("sPS",), (0.9,)):
+        args = distributor_args(spec, DistributorSettings())
+        assert args[args.index("--policy") + 1] == "greedy"

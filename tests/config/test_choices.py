@@ -32,8 +32,9 @@ def test_settings_validate_against_the_registry(path, registry) -> None:
 def test_a_table_must_match_its_names() -> None:
     with pytest.raises(ValueError, match=r"missing \['sPIS', 'RIhPS', 'RIsPS'\]"):
         choices.STRATEGIES.table({"sPS": 1})
-    with pytest.raises(ValueError, match=r"unknown \['llfd'\]"):
-        choices.POLICIES.table({"greedy": 1, "llfd": 2})
+    with pytest.raises(ValueError, match=r"unknown \['roundrobin'\]"):
+        choices.POLICIES.table({"greedy": 1, "llfd": 2, "minmig": 3, "mixed": 4,
+                                "replicate": 5, "roundrobin": 6})
     with pytest.raises(ValueError, match="unknown join 'STIL'; expected one of STAL, STRL"):
         choices.JOINS.check("STIL")
     assert list(choices.JOINS) == ["STAL", "STRL"] and choices.JOINS[-1] == "STRL"
