@@ -24,6 +24,11 @@ the load pattern's expected lifetime against the learnt cost of the move; distri
 If the app does not report a commanded epoch within --resync-periods periods, it goes back to
 the epoch and assignment the app reports (decision `resync`).
 
+--policy picks the new assignment: replicate (default) gives a partition hotter than a
+worker's fair share several owners (its stream items split among them) and moves the rest;
+greedy (the paper's) only moves; llfd, minmig, mixed are seed 004's migration-aware movers
+(distributor/README.md#policies).
+
 Logs one line per decision on stderr. SIGINT/SIGTERM stop it cleanly. Exit codes: 0 stopped,
 1 Kafka unreachable or a topic missing (create them with `geops topics create`), 2 bad option,
 4 Kafka did not answer for --outage-limit.
@@ -39,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(LB: processing time, DB: items) from the app's metrics and their maximum\n"
                     "load distance coefficient (MLDC), and commands a new partition-to-worker\n"
                     "assignment when the load is skewed. Defaults are the paper's Table 1\n"
-                    "(config/default.toml).",
+                    "(config/default.toml), with the replicate policy.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     app_id = config.BY_PATH["app.app_id"]
     parser.add_argument(app_id.flag, metavar="ID",
