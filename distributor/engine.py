@@ -371,6 +371,8 @@ class Engine:
             reason = f"all conditions held: {verdict.reason}"
         else:
             decision, reason = "none", verdict.reason
+        if proposal is not None and assignment is not None and proposal != assignment:
+            reason += "; " + self._proposal_note(assignment, proposal)
         status = self._status(now_ms, period, per_worker, loads.period_items, current,
                               predicted, verdict, decision, reason)
         command = None
@@ -604,6 +606,13 @@ class Engine:
             "decision": decision,
             "reason": reason,
         }
+
+    def _proposal_note(self, old: Sequence[Owners], new: Sequence[Owners]) -> str:
+        """What the policy's proposal changes: owners added, partitions replicated."""
+        added = added_owners(old, new)
+        replicated = sum(1 for o in new if len(o) > 1)
+        return (f"policy {self.policy.name} proposes {len(added)} owner(s) added (moves and "
+                f"new replicas), {replicated} partition(s) replicated")
 
     def _command(self, now_ms: int, old: Sequence[Owners], new: Sequence[Owners],
                  before: float, predicted: float) -> dict[str, Any]:

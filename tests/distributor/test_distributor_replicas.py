@@ -73,6 +73,8 @@ def test_replicate_commands_replicas_that_the_app_accepts():
     moves = [(m["partition"], m["from_worker"], m["to_worker"]) for m in command["moves"]]
     assert {(0, 0, w) for w in owners[0][1:]} <= set(moves)
     assert "replicated" in command["reason"]
+    assert (f"policy replicate proposes {len(command['moves'])} owner(s) added (moves and new "
+            f"replicas), 1 partition(s) replicated") in result.status["reason"]
     # the app's own check of a control record
     value = codec().encode("RebalanceCommand", command)
     rec = command_for(value, APP, newer_than=0, partitions=8, workers=4)
