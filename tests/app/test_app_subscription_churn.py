@@ -6,6 +6,10 @@ subscriptions (some DISJOINT, one far outside the partitioner's extent), updates
 ids to a new geometry and relation, tombstones, re-adds of removed ids, and one invalid record
 (dead-lettered). The expected matches of every publication are the oracle's over the set as of
 its batch's ``subscription_offsets``, replayed from the subscriptions topic itself.
+
+Half the partitions are replicated on both workers from the start (issue 22): a replicated
+partition's items are split between its owners, so a change that reached only one copy would
+show as a wrong match.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ from kafkaio.dump import by_schema
 from kafkaio.offsets import read_to_end
 from kafkaio.sender import Sender
 from schemas import DecodeError, codec
+from schemas.assignment import initial_assignment
 from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only
+from tests.app.replicas import replica_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -163,12 +169,20 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
     subs = Subscriptions(w.subscriptions.ids, w.subscriptions.geoms, rels)
     load_subscriptions_only(kafka_cfg.with_overrides({"topics.publications.partitions": "2"}),
                             subs)
+    owners = [(o,) if p % 2 else (o, 1 - o) for p, o in enumerate(initial_assignment(8, 2))]
+    control = Sender(kafka_cfg.kafka_client())
+    control.send(kafka_cfg.topic("control"), replica_command(1, owners))
+    control.close()
     thread = produce_live(kafka_cfg, w.publications, subs, seed=7)
     assert run_app("--strategy", strategy, "--join", join, "--partitions", "8",
                    "--stop-after-idle", "4s") == 0
     thread.join(30)
 
-    summaries = [s for s in metrics(kafka_cfg)["BatchSummary"] if s["records"]]
+    m = metrics(kafka_cfg)
+    assert {s["epoch"] for s in m["BatchSummary"]} == {1}
+    fed = {(r["partition"], r["worker"]) for r in m["PartitionLoad"] if r["items"]}
+    assert any({(p, 0), (p, 1)} <= fed for p in range(0, 8, 2)), "no replica got items"
+    summaries = [s for s in m["BatchSummary"] if s["records"]]
     assert sum(s["records"] for s in summaries) == len(w.publications)
     versions = {tuple(sorted(s["subscription_offsets"].items())) for s in summaries}
     assert len(versions) >= 3, "the changes were not applied while the stream ran"
