@@ -94,20 +94,25 @@ class LostRange:
 # wait matters: with 50 ms, reading 2,000 records after a re-assign took ~55 ms instead of ~10.
 # ``auto.offset.reset=error``: a start offset that no longer exists is data loss, never a silent
 # jump (Apache Kafka answers OFFSET_OUT_OF_RANGE; Tansu answers nothing, see ``_check_range``).
+# A partition deep enough that the broker needs a longer wait to find its records
+# (``kafkaio.offsets.FETCH_WAITS_MS``) is read with one from then on: (topic, partition) ->
+# the index of its wait.
 _CONSUMERS: dict[str, Any] = {}
 _CONSUMERS_LOCK = threading.Lock()
+_WAIT_LEVEL: dict[tuple[str, int], int] = {}
 READ_CONSUMER = {"enable.partition.eof": True, "fetch.wait.max.ms": 5,
                  "auto.offset.reset": "error"}
 
 
-def _pooled_consumer(conf: dict[str, str]) -> Any:
+def _pooled_consumer(conf: dict[str, str], level: int = 0) -> Any:
     from kafkaio.clients import consumer
+    from kafkaio.offsets import FETCH_WAITS_MS
 
-    key = json.dumps(conf, sort_keys=True)
+    key = json.dumps([conf, level], sort_keys=True)
     with _CONSUMERS_LOCK:
         c = _CONSUMERS.get(key)
         if c is None:
-            c = consumer(conf, **READ_CONSUMER)
+            c = consumer(conf, **{**READ_CONSUMER, "fetch.wait.max.ms": FETCH_WAITS_MS[level]})
             _CONSUMERS[key] = c
     return c
 
@@ -162,9 +167,12 @@ def iter_range(conf: dict[str, str], part: KafkaRange, policy: ReadPolicy = Read
 
     from confluent_kafka import KafkaError, TopicPartition
 
+    from kafkaio.offsets import ESCALATE_AFTER, FETCH_WAITS_MS
     from kafkaio.retry import DataLoss, Outage
 
-    c = _pooled_consumer(conf)
+    where = (part.topic, part.partition)
+    level = _WAIT_LEVEL.get(where, 0)
+    c = _pooled_consumer(conf, level)
     c.assign([TopicPartition(part.topic, part.partition, part.start)])
     pos = part.start
     outage = Outage(conf.get("bootstrap.servers", "?"), policy.outage_limit)
@@ -176,6 +184,15 @@ def iter_range(conf: dict[str, str], part: KafkaRange, policy: ReadPolicy = Read
             if msgs:
                 outage.ok()
                 quiet_since = time.monotonic()
+            elif (time.monotonic() - quiet_since >= ESCALATE_AFTER
+                  and level + 1 < len(FETCH_WAITS_MS)):
+                level += 1  # the broker may need longer to find the records: wait longer
+                _WAIT_LEVEL[where] = level
+                c.unassign()
+                c = _pooled_consumer(conf, level)
+                c.assign([TopicPartition(part.topic, part.partition, pos)])
+                quiet_since = time.monotonic()
+                continue
             elif time.monotonic() - quiet_since >= policy.stall_check:
                 stalled = True
             for m in msgs:

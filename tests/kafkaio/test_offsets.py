@@ -102,3 +102,33 @@ def test_end_offsets_while_a_producer_writes_fast(kafka_cfg):
         assert all(after[p] >= before[p] for p in range(4))
     assert all(s[p] <= exact[p] for s in seen for p in range(4))
     assert seen[-1] != seen[0]  # it followed the stream
+
+
+def test_reads_deep_in_a_long_partition_are_answered(kafka_cfg):
+    """The embedded broker gives up finding records when a fetch's wait runs out and answers
+    empty; deep in a long partition that took longer than the range reader's 5 ms wait, so
+    every fetch came back empty and the app's reads stalled until the outage limit (a 30-minute
+    soak stopped at ~280,000 records per partition). What the broker scans is record batches:
+    written in batches of 16, as a live publisher's small batches are, 300,000 records gave
+    the old reader nothing within 15 s. A stalled read now asks again with a longer wait."""
+    from app.source import KafkaRange, ReadPolicy, iter_range
+    from kafkaio.offsets import read_between
+
+    create_topics(kafka_cfg, ["control"])  # one partition
+    topic = kafka_cfg.topic("control")
+    sender = Sender(kafka_cfg.kafka_client(), **{"batch.num.messages": 16, "linger.ms": 1000})
+    body = b"x" * 200
+    for i in range(300_000):
+        sender.send(topic, body, key=b"%d" % i, partition=0)
+    sender.flush()
+    conf = kafka_cfg.kafka_client()
+    started = time.monotonic()
+    got = [o for _, o, *_ in iter_range(conf, KafkaRange(topic, 0, 150_000, 151_000),
+                                        ReadPolicy(outage_limit=60.0))]
+    took = time.monotonic() - started
+    assert got == list(range(150_000, 151_000))
+    started = time.monotonic()
+    between = [m.offset() for m in read_between(conf, topic, {0: 200_000}, {0: 201_000}, 60.0)]
+    assert between == list(range(200_000, 201_000))
+    print(f"\nread 1,000 records at 150,000 in {took:.2f} s, at 200,000 "
+          f"(read_between) in {time.monotonic() - started:.2f} s")
