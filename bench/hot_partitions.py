@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.paper.plan import HOT_SPOT
 from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import (
     COST_MODE,
@@ -66,7 +67,7 @@ MOVING_SKEW = 0.5
 SCENARIOS = ("steady", "moving", "concentrated")
 # concentrated hot spots (geops generate --hot-partitions K): (workers, hot workers, K, skew);
 # W = 2 with 80 % of the items in one partition is the physical case
-CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, 1, 0.8))
+CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, *HOT_SPOT))
 MIN_DURATION_S = 120.0
 DYNAMIC = "Dynamic LB STAL"
 ADAPTIVE = "Adaptive STAL"

@@ -23,7 +23,7 @@ QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json"
 
 
 def register_paper(benches: argparse._SubParsersAction) -> None:
-    from bench.paper.plan import MODES, PIPELINES, RUN_MODES, SKEWS
+    from bench.paper.plan import HOT_SPOT, MODES, PIPELINES, RUN_MODES, SKEWS
 
     p = benches.add_parser(
         "paper", help="reproduce the paper's evaluation (six modes x four pipelines x skew)",
@@ -45,12 +45,24 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--pipelines", default=",".join(PIPELINES), metavar="LIST",
                    help="subset of " + ",".join(PIPELINES))
     p.add_argument("--modes", default=",".join(MODES), metavar="LIST",
-                   help="subset of the paper's six modes (the default) and 'Adaptive STAL' "
-                        "(the self-tuning distributor), e.g. 'Static STAL,Dynamic LB STAL'; "
+                   help="subset of the paper's six modes (the default), 'Adaptive STAL' "
+                        "(the self-tuning distributor) and 'Dynamic LB STAL replicate' "
+                        "(Dynamic LB STAL with --policy replicate; every other mode runs the "
+                        "paper's greedy), e.g. 'Static STAL,Dynamic LB STAL'; "
                         f"known: {', '.join(RUN_MODES)}")
     p.add_argument("--skews", metavar="LIST",
                    help="skew coefficients with one hot worker of two (0.5 is balanced; "
                         f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
+    p.add_argument("--hot-partitions", type=int, metavar="K",
+                   help="also run hot-spot points: the skewed share of the stream in K "
+                        "partitions of the hot worker (geops generate --hot-partitions K; "
+                        "spatial pipelines only), at --hot-skews")
+    p.add_argument("--hot-skews", metavar="LIST", default=str(HOT_SPOT[1]),
+                   help=f"skews of the hot-spot points (default {HOT_SPOT[1]}: with K = 1, "
+                        "80%% of the items in one partition, the simulation's W = 2 case)")
+    p.add_argument("--runs-only", action="store_true",
+                   help="only the plan's physical runs: no Fig. 8 redistribution runs, "
+                        "simulation, figures or report")
     p.add_argument("--scale", type=float, default=1.0, metavar="F",
                    help="publications and records per batch x F (default 1) for --full and "
                         "--first-period-ab: for a faster machine, when the harness warns that "
@@ -72,15 +84,26 @@ def _list(text: str, allowed: tuple[str, ...] | None, flag: str) -> tuple[str, .
     return items
 
 
-def _skews(text: str) -> tuple[float, ...]:
+def _skews(text: str, flag: str = "--skews") -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise CommandError(f"--skews: expected numbers, got {text!r}", EXIT_USAGE) from None
+        raise CommandError(f"{flag}: expected numbers, got {text!r}", EXIT_USAGE) from None
     if not values or any(not 0.5 <= v < 1 for v in values):
-        raise CommandError("--skews: each skew must be in [0.5, 1) (one hot worker of two)",
+        raise CommandError(f"{flag}: each skew must be in [0.5, 1) (one hot worker of two)",
                            EXIT_USAGE)
     return values
+
+
+def _hot_spots(args: argparse.Namespace) -> tuple[tuple[int, float], ...]:
+    """(K, skew) of each hot-spot point asked for (none without --hot-partitions)."""
+    if args.hot_partitions is None:
+        return ()
+    if args.hot_partitions < 1:
+        raise CommandError("--hot-partitions must be at least 1", EXIT_USAGE)
+    if args.quick or args.first_period_ab:
+        raise CommandError("--hot-partitions applies to --full", EXIT_USAGE)
+    return tuple((args.hot_partitions, s) for s in _skews(args.hot_skews, "--hot-skews"))
 
 
 def _interrupt(signum: int, _frame: object) -> None:
@@ -123,6 +146,7 @@ def _run_paper(args: argparse.Namespace) -> int:
         raise CommandError("--scale applies to --full and --first-period-ab, not --quick",
                            EXIT_USAGE)
     sizes = scaled(FULL_SIZES, args.scale)
+    hot_spots = _hot_spots(args)
     out = Path(args.out) if args.out else (
         cfg.state_dir() / "bench-quick" if args.quick else Path("docs/results/full-matrix"))
     workdir = Path(args.workdir) if args.workdir else cfg.state_dir() / "bench-runs"
@@ -143,15 +167,21 @@ def _run_paper(args: argparse.Namespace) -> int:
             else:
                 plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
                                  _list(args.modes, tuple(RUN_MODES), "--modes"),
-                                 _skews(args.skews or ",".join(map(str, SKEWS))), sizes)
+                                 _skews(args.skews or ",".join(map(str, SKEWS))), sizes,
+                                 hot_spots)
                 run_plan(plan, out, workdir, DistributorSettings(),
                          resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
-                redistribution.run_redistribution(redistribution.plan(args.repeats), out,
-                                                  workdir, resume=not args.no_resume, log=log)
+                if not args.runs_only:
+                    redistribution.run_redistribution(redistribution.plan(args.repeats), out,
+                                                      workdir, resume=not args.no_resume,
+                                                      log=log)
         except PlanConflict as exc:
             raise CommandError(str(exc), EXIT_USAGE) from None
         except RunFailed as exc:
             raise CommandError(str(exc), EXIT_FAILED) from None
+    if args.runs_only:
+        log(f"done (--runs-only: no figures or report); results in {out}")
+        return 0
     _figures_and_report(out, log)
     if args.quick:
         missing = [name for name in QUICK_FILES if not (out / name).exists()]

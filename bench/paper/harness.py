@@ -112,8 +112,8 @@ def run_order(specs: list[RunSpec]) -> list[RunSpec]:
     def skew_rank(skew: float) -> tuple[int, float]:
         return (0 if skew == top else 1 if skew == BALANCED else 2), skew
 
-    return sorted(specs, key=lambda s: (s.repeat, skew_rank(s.skew), s.sizes.subscriptions,
-                                        s.pipeline,
+    return sorted(specs, key=lambda s: (s.repeat, skew_rank(s.skew), s.hot_partitions or 0,
+                                        s.sizes.subscriptions, s.pipeline,
                                         -position[s] if s.repeat % 2 else position[s]))
 
 

@@ -3,8 +3,15 @@
 A mode is a join location plus a balancing: Static modes keep the initial assignment (the
 distributor only observes and reports MLDC), Dynamic modes let it command rebalances using
 processing time (LB) or item counts (DB). ``Adaptive STAL`` (issue 23) lets the self-tuning
-distributor (``--mode adaptive``) decide; it is not one of the paper's six and runs only when
-asked for (``--modes``).
+distributor (``--mode adaptive``) decide; ``Dynamic LB STAL replicate`` (issue 22) is Dynamic
+LB STAL with the distributor's ``--policy replicate`` (hot partitions get several owners) where
+every other mode uses the paper's ``greedy``. Neither is one of the paper's six; they run only
+when asked for (``--modes``).
+
+A plan may add **hot-spot points** (issue 22): the skewed share of the stream in K partitions
+of the hot worker (``geops generate --hot-partitions K``), e.g. ``HOT_SPOT``, the W = 2 stream
+with 80 % of its items in one partition that the hot-partition simulation predicts
+(``bench.hot_partitions.CONCENTRATED``).
 """
 
 from __future__ import annotations
@@ -23,8 +30,16 @@ MODES: dict[str, tuple[str, str]] = {
     "Dynamic DB STRL": ("STRL", "DB"),
 }
 ADAPTIVE = "Adaptive STAL"
+REPLICATE = "Dynamic LB STAL replicate"
 # Every mode a physical run can have: the paper's six, then ours.
-RUN_MODES: dict[str, tuple[str, str]] = {**MODES, ADAPTIVE: ("STAL", "adaptive")}
+RUN_MODES: dict[str, tuple[str, str]] = {**MODES, ADAPTIVE: ("STAL", "adaptive"),
+                                         REPLICATE: ("STAL", "LB")}
+# The distributor's --policy per mode: the paper's greedy unless named here.
+PAPER_POLICY = "greedy"
+MODE_POLICIES: dict[str, str] = {REPLICATE: "replicate"}
+# (hot partitions K, skew): the issue's W = 2 concentrated hot spot, 80 % of the items in one
+# partition of the hot worker (the simulation's "W = 2 one-partition case")
+HOT_SPOT = (1, 0.8)
 PIPELINES = choices.STRATEGIES.names
 SKEWS = (0.5, 0.6, 0.7, 0.8, 0.9)
 BALANCED = 0.5  # one hot worker of two
@@ -57,6 +72,7 @@ class RunSpec:
     partitioner: str = "kdbtree"
     label: str = ""  # tells apart runs that differ in something else (e.g. static size)
     first_period: str | None = None  # the distributor's first period, if not the settings'
+    hot_partitions: int | None = None  # the skewed share in K partitions (a hot-spot point)
 
     @property
     def join(self) -> str:
@@ -67,9 +83,15 @@ class RunSpec:
         return RUN_MODES[self.mode][1]
 
     @property
+    def policy(self) -> str:
+        """The distributor's ``--policy``."""
+        return MODE_POLICIES.get(self.mode, PAPER_POLICY)
+
+    @property
     def run_id(self) -> str:
         mode = self.mode.replace(" ", "")
-        rid = f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}-r{self.repeat}"
+        hot = f"-hp{self.hot_partitions}" if self.hot_partitions is not None else ""
+        rid = f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}{hot}-r{self.repeat}"
         return f"{rid}-{self.label}" if self.label else rid
 
 
@@ -101,19 +123,23 @@ def scaled(sizes: dict[str, Sizes], factor: float) -> dict[str, Sizes]:
 
 def full_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
               modes: tuple[str, ...] = tuple(MODES), skews: tuple[float, ...] = SKEWS,
-              sizes: dict[str, Sizes] | None = None) -> list[RunSpec]:
+              sizes: dict[str, Sizes] | None = None,
+              hot_spots: tuple[tuple[int, float], ...] = ()) -> list[RunSpec]:
     """Every pipeline x mode x skew x repeat; a hashing pipeline (RIhPS) only at the skews
-    hashing allows."""
+    hashing allows. Each (K, skew) of ``hot_spots`` adds a point whose skewed share falls in K
+    partitions (spatial pipelines only: hashing spreads it)."""
     sizes = sizes or FULL_SIZES
     runs = []
     for repeat in range(repeats):
         for pipeline in pipelines:
             allowed = skews if KINDS[pipeline].spatial else HASH_SKEWS
-            for skew in skews:
-                if skew not in allowed:
-                    continue
+            points = [(None, s) for s in skews if s in allowed]
+            if KINDS[pipeline].spatial:
+                points += list(hot_spots)
+            for hot, skew in points:
                 for mode in modes:
-                    runs.append(RunSpec(pipeline, mode, skew, repeat, sizes[pipeline]))
+                    runs.append(RunSpec(pipeline, mode, skew, repeat, sizes[pipeline],
+                                        hot_partitions=hot))
     return runs
 
 

@@ -40,7 +40,8 @@ class WorkloadKey:
     def of(cls, spec: RunSpec) -> WorkloadKey:
         """The workload of a physical run."""
         return cls(spec.repeat, spec.sizes.subscriptions, spec.sizes.publications, spec.workers,
-                   spec.hot_workers, spec.partitions, spec.partitioner, spec.skew)
+                   spec.hot_workers, spec.partitions, spec.partitioner, spec.skew,
+                   spec.hot_partitions)
 
 
 class Workloads:
