@@ -116,6 +116,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.offsetlog import initial_offsets_path
     from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
+    from app.static_build import BuildSpec
     from app.subscriptions import SubscriptionFeed
     from geops.strategies import build_strategy
     from geops.strategies.churn import LiveSubscriptions
@@ -170,8 +171,15 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                  f" (replicated partitions: {replicated})" if replicated else "")
     else:
         epoch, owners = 0, [(w,) for w in initial_assignment(partitions, workers)]
-    static = StaticSide(sc, strategy, cfg["app.join"], workers, owners, epoch)
-    log.info("static data: %d bytes in %d partitions", static.total_bytes, partitions)
+    spec = BuildSpec(strategy.name, partitions,
+                     None if strategy.partitioner is None else sc.broadcast(strategy.partitioner),
+                     dict(kafka_conf), cfg.topic("subscriptions"), dict(feed.position),
+                     cfg["kafka.outage_limit"])
+    static = StaticSide(sc, spec, cfg["app.join"], workers, owners, epoch)
+    log.info("static data: %d bytes in %d partitions (%.0f bytes per subscription, the largest "
+             "partition %d bytes), built on the executors in %.1f s", static.total_bytes,
+             partitions, static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
+             int(static.sizes.max(initial=0)), static.build_s)
     state = BatchState(epoch, owners)
     policy = ReadPolicy(cfg["kafka.outage_limit"], cfg["app.on_data_loss"])
     runner = BatchRunner(app_id=app_id, strategy=strategy,

@@ -12,6 +12,9 @@ one co-partitioned, narrow union. Which mode keeps partitions resident: ``app.jo
 - **STRL** keeps the partitions at home (cached by partition id) and ships every one of them
   through the shuffle to the worker that joins it, every batch, where its index is rebuilt.
 
+Either way the partitions are built on the executors from the subscriptions topic
+(``app.static_build``): their data never passes through the driver.
+
 A hot partition may have several owners (replicas, ``schemas.assignment``). In STAL every
 owner holds its own copy: a new owner gets one shipped once (from an owner that drops the
 partition when there is one, as a move would, else from a current one), an owner that is no
@@ -28,7 +31,8 @@ from pyspark import RDD, SparkContext, StorageLevel
 
 from app.joins import JOIN_MODES
 from app.records import StaticPartition
-from geops.strategies import Strategy
+from app.static_build import BuildSpec, build_payloads, sizes_of
+from geops.strategies.churn import fold_deltas
 from schemas.assignment import Owners
 
 
@@ -71,56 +75,70 @@ def shipping_plan(old: Sequence[Owners], new: Sequence[Owners]
 
 
 class StaticSide:
-    """Static partitions of one strategy placed for a given join mode."""
+    """Static partitions of one strategy placed for a given join mode.
 
-    def __init__(self, sc: SparkContext, strategy: Strategy, join: str, workers: int,
+    The partitions' data is built on the executors from the subscriptions topic
+    (``app.static_build``) and stays there; the driver keeps their sizes only.
+    """
+
+    def __init__(self, sc: SparkContext, spec: BuildSpec, join: str, workers: int,
                  owners: Sequence[Owners], epoch: int, version: int = 1):
         self.sc = sc
+        self.spec = spec
         self.join = join
         self.resident = JOIN_MODES[join].resident
         self.workers = workers
         self.version = version
-        self.partitions = strategy.num_partitions
-        self.payloads = [strategy.partition_payload(p) for p in range(self.partitions)]
+        self.partitions = spec.num_partitions
         self.owners: list[Owners] = [tuple(o) for o in owners]
         # epoch since which each (partition, owner) holds the partition
         self.since = {(p, w): epoch for p, o in enumerate(self.owners) for w in o}
         self.base_seq = [0] * self.partitions   # last subscription change in each payload
-        self.rdd: RDD | None = None
-        self._place()
+        t0 = time.perf_counter()
+        self.rdd: RDD = self._cache(self._build())
+        self.sizes = sizes_of(self.rdd, self.partitions)  # payload bytes per partition
+        self.build_s = time.perf_counter() - t0
 
     @property
     def assignment(self) -> list[int]:
         """The primary owner of each partition."""
         return [o[0] for o in self.owners]
 
-    def _place(self) -> None:
-        """Cache the payloads: on their owners (STAL) or at home (STRL)."""
-        if self.resident:
-            records = [(w, StaticPartition(p, self.payloads[p])) for p in
-                       range(self.partitions) for w in self.owners[p]]
-            self.rdd = self._cache(self.sc.parallelize(records, max(1, self.workers))
-                                   .partitionBy(self.workers, by_worker))
-        else:
-            home = [(p, self.payloads[p]) for p in range(self.partitions)]
-            self.rdd = self._cache(self.sc.parallelize(home, max(1, self.workers)))
+    def _build(self) -> RDD:
+        """The payloads, built on the executors: on their owners (STAL) or at home (STRL)."""
+        owners = list(self.owners)
+        targets = (lambda pid: owners[pid]) if self.resident else (lambda pid: (pid,))
+        return build_payloads(self.sc, self.spec, self.workers, targets, by_worker)
 
-    def rebase(self, payloads: dict[int, bytes], seq: int) -> None:
-        """Fold subscription changes into the cached payloads (``seq``: the newest change
-        they include). Resident indexes that applied the changes stay; owners do not change."""
-        if not payloads:
+    def rebase(self, deltas: dict[int, tuple], seq: int) -> None:
+        """Fold subscription changes into the cached payloads where they live (``seq``: the
+        newest change they include; only the deltas travel). Resident indexes that applied
+        the changes stay; owners do not change."""
+        if not deltas:
             return
-        for pid, data in payloads.items():
-            self.payloads[pid] = data
-            self.base_seq[pid] = seq
+
+        def fold(kv):
+            part = kv[1]
+            if part.partition not in deltas:
+                return kv
+            return kv[0], StaticPartition(part.partition,
+                                          fold_deltas(part.payload, deltas[part.partition]))
+
         old = self.rdd
-        self._place()
-        if old is not None:
-            old.unpersist()
+        # map, then a shuffle to the same places: the cache holds a shuffle's output, not a
+        # Python RDD (see ``app.static_build.build_payloads``)
+        self.rdd = self._cache(old.map(fold).partitionBy(self.workers, by_worker))
+        old.unpersist()
+        changed = set(deltas)
+        for pid in changed:
+            self.base_seq[pid] = seq
+        for pid, size in (self.rdd.map(lambda kv: (kv[1].partition, len(kv[1].payload)))
+                          .filter(lambda ps: ps[0] in changed).distinct().collect()):
+            self.sizes[pid] = size
 
     @property
     def total_bytes(self) -> int:
-        return sum(len(p) for p in self.payloads)
+        return int(self.sizes.sum())
 
     def residency(self) -> dict[tuple[int, int], tuple[int, int]]:
         """Per (partition, owner), the key of its current residency: (static version, epoch)."""
@@ -155,7 +173,7 @@ class StaticSide:
         for held in gained:
             self.since[held] = epoch
         self.owners = new
-        shipped = sum(len(self.payloads[p]) for p, _ in gained) if self.resident else 0
+        shipped = int(sum(self.sizes[p] for p, _ in gained)) if self.resident else 0
         moved = sorted({p for p, _ in gained})
         return Move(epoch, moved, shipped, (time.perf_counter() - t0) * 1000, dropped)
 
@@ -164,10 +182,8 @@ class StaticSide:
         if self.resident:
             return self.rdd
         owners = list(self.owners)
-        return (self.rdd.flatMap(lambda kv: [(w, StaticPartition(kv[0], kv[1]))
-                                             for w in owners[kv[0]]])
+        return (self.rdd.flatMap(lambda kv: [(w, kv[1]) for w in owners[kv[0]]])
                 .partitionBy(self.workers, by_worker))
 
     def close(self) -> None:
-        if self.rdd is not None:
-            self.rdd.unpersist()
+        self.rdd.unpersist()

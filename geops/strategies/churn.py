@@ -13,8 +13,9 @@ deletes by id) into what the partitions and the router need, nothing more:
 
 Deltas carry a sequence number. A matcher records the last one it applied (``apply_deltas``),
 so a partition built from an older payload catches up, and a resident one skips what it has.
-``rebase`` folds the pending deltas into new payloads when they grow (the bytes that move or
-ship are then the partition again, not its history).
+``rebase`` hands the pending deltas over, when they grow, to be folded into the payloads where
+they live (``fold_deltas``, on the executors: the delta travels, not the partition), so the
+bytes that move or ship are the partition again, not its history.
 """
 
 from __future__ import annotations
@@ -184,14 +185,10 @@ class LiveSubscriptions:
     def pending_bytes(self) -> int:
         return sum(d.nbytes for deltas in self.pending.values() for d in deltas)
 
-    def rebase(self) -> dict[int, bytes]:
-        """New payloads of every partition with pending deltas (which are then dropped)."""
-        cells = (None if self.strategy.partitioner is None
-                 else self.strategy.partitioner.cells)
-        out = {}
-        for pid in sorted(self.pending):
-            cell = payload.WHOLE_PLANE if cells is None else cells[pid]
-            out[pid] = payload.encode(self.partition_subscriptions(pid), cell)
+    def rebase(self) -> dict[int, tuple[PartitionDelta, ...]]:
+        """The pending deltas of every partition that has some, to fold into its payload where
+        the payload lives (``fold_deltas``); they are dropped here."""
+        out = {pid: tuple(deltas) for pid, deltas in sorted(self.pending.items())}
         self.pending.clear()
         return out
 
@@ -216,6 +213,27 @@ def apply_deltas(matcher, deltas: tuple[PartitionDelta, ...] | list[PartitionDel
             matcher.insert(subs)
         applied = delta.seq
     return applied
+
+
+def fold_deltas(data: bytes, deltas: tuple[PartitionDelta, ...] | list[PartitionDelta]
+                ) -> bytes:
+    """A partition payload with ``deltas`` applied (deletes, then upserts replacing their id),
+    its subscriptions sorted by id: the bytes ``LiveSubscriptions.payload`` gives after them."""
+    subs, cell = payload.decode(data)
+    ids, geoms, rels = subs.ids, subs.geoms, subs.relations
+    for delta in deltas:
+        gone = np.asarray(delta.deletes, np.int64)
+        if delta.upserts is not None:
+            upserts, _ = payload.decode(delta.upserts)
+            gone = np.union1d(gone, upserts.ids)
+        keep = ~np.isin(ids, gone)
+        ids, geoms, rels = ids[keep], geoms[keep], rels[keep]
+        if delta.upserts is not None:
+            ids = np.concatenate([ids, upserts.ids])
+            geoms = np.concatenate([geoms, upserts.geoms])
+            rels = np.concatenate([rels, upserts.relations])
+    order = np.argsort(ids, kind="stable")
+    return payload.encode(Subscriptions(ids[order], geoms[order], rels[order]), cell)
 
 
 def apply_router_deltas(index, deltas: tuple[RouterDelta, ...] | list[RouterDelta],

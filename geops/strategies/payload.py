@@ -44,3 +44,16 @@ def decode(payload: bytes) -> tuple[Subscriptions, np.ndarray]:
     if len(geoms) != n:
         raise ValueError(f"partition payload holds {len(geoms)} geometries, expected {n}")
     return Subscriptions(ids, geoms, relations), np.array(cell)
+
+
+def merge(pieces: list[bytes], cell: np.ndarray = WHOLE_PLANE) -> bytes:
+    """One payload from pieces of one partition (disjoint ids), its subscriptions sorted by id,
+    so pieces built apart give the bytes ``encode`` gives the whole partition in id order."""
+    if len(pieces) == 1:
+        subs, _ = decode(pieces[0])
+        return encode(subs, cell)
+    parts = [decode(piece)[0] for piece in pieces]
+    ids = np.concatenate([s.ids for s in parts])
+    order = np.argsort(ids, kind="stable")
+    return encode(Subscriptions(ids[order], np.concatenate([s.geoms for s in parts])[order],
+                                np.concatenate([s.relations for s in parts])[order]), cell)

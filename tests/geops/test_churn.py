@@ -13,7 +13,7 @@ import shapely
 from geops.model import Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, load_partition
-from geops.strategies.churn import LiveSubscriptions, apply_deltas
+from geops.strategies.churn import LiveSubscriptions, apply_deltas, fold_deltas
 from geops.strategies.local import LocalRunner
 
 STRATEGIES = ("sPS", "sPIS", "RIhPS", "RIsPS")
@@ -90,8 +90,12 @@ def test_a_partition_built_from_an_older_payload_catches_up(name, cases):
         for pid, delta in result.partitions.items():  # the resident ones, change by change
             applied[pid] = apply_deltas(resident[pid], [delta], applied[pid])
     history = {pid: list(deltas) for pid, deltas in live.pending.items()}
-    rebased = live.rebase()
+    handed = live.rebase()
     assert not live.pending
+    assert {pid: list(d) for pid, d in handed.items()} == history
+    rebased = {pid: fold_deltas(base[pid], deltas) for pid, deltas in handed.items()}
+    for pid, data in rebased.items():  # folding where the payload lives = the driver's view
+        assert data == live.payload(pid)
     for pid in range(6):
         want = live.partition_subscriptions(pid).ids.tolist()
         late = load_partition(name, base[pid])  # built from the old payload, on catching up

@@ -39,6 +39,28 @@ def test_payload_round_trip_is_exact(cases):
         payload_codec.decode(b"x" * 80)
 
 
+@pytest.mark.parametrize("name", ["sPS", "RIhPS"])
+def test_pieces_built_apart_merge_into_the_partitions_payload(name, cases):
+    """Executors build a partition from pieces of the topic (``app.static_build``): merged,
+    they are byte for byte the payload the whole set gives."""
+    subs = cases.subscriptions(8, n=90)
+    subs = subs.take(np.argsort(subs.ids))  # the app's set is sorted by id
+    whole = build_strategy(name, subs, 4)
+    rng = np.random.default_rng(1)
+    slices = np.array_split(rng.permutation(len(subs)), 3)
+    for pid in range(whole.num_partitions):
+        cell = (payload_codec.WHOLE_PLANE if whole.partitioner is None
+                else whole.partitioner.cells[pid])
+        pieces = []
+        for rows in slices:
+            part = subs.take(np.sort(rows))
+            members, pids = whole.place_subscriptions(part)
+            mine = members[pids == pid]
+            if len(mine):
+                pieces.append(payload_codec.encode(part.take(mine), cell))
+        assert payload_codec.merge(pieces[::-1], cell) == whole.partition_payload(pid)
+
+
 def test_routed_take_and_by_partition_rebase_candidates():
     routed = Routed(np.array([0, 0, 1, 2]), np.array([3, 1, 3, 0], np.int32),
                     np.array([0, 2, 3, 6, 7]), np.array([10, 11, 12, 13, 14, 15, 16]))
