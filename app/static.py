@@ -24,7 +24,7 @@ longer one drops it; in STRL the partition is shipped to each of its owners ever
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark import RDD, SparkContext, StorageLevel
@@ -82,12 +82,18 @@ class StaticSide:
     """
 
     def __init__(self, sc: SparkContext, spec: BuildSpec, join: str, workers: int,
-                 owners: Sequence[Owners], epoch: int, version: int = 1):
+                 owners: Sequence[Owners], epoch: int, version: int = 1,
+                 build: Callable[..., RDD] = build_payloads):
         self.sc = sc
         self.spec = spec
+        self._builder = build  # ``build_payloads``; tests give one that needs no broker
         self.join = join
         self.resident = JOIN_MODES[join].resident
         self.workers = workers
+        # how the cached records are partitioned: by owner (STAL), by partition id (STRL home)
+        n = workers
+        self._keyed_by: Callable[[int], int] = (by_worker if self.resident
+                                                else (lambda pid: pid % n))
         self.version = version
         self.partitions = spec.num_partitions
         self.owners: list[Owners] = [tuple(o) for o in owners]
@@ -108,7 +114,7 @@ class StaticSide:
         """The payloads, built on the executors: on their owners (STAL) or at home (STRL)."""
         owners = list(self.owners)
         targets = (lambda pid: owners[pid]) if self.resident else (lambda pid: (pid,))
-        return build_payloads(self.sc, self.spec, self.workers, targets, by_worker)
+        return self._builder(self.sc, self.spec, self.workers, targets, self._keyed_by)
 
     def rebase(self, deltas: dict[int, tuple], seq: int) -> None:
         """Fold subscription changes into the cached payloads where they live (``seq``: the
@@ -127,7 +133,7 @@ class StaticSide:
         old = self.rdd
         # map, then a shuffle to the same places: the cache holds a shuffle's output, not a
         # Python RDD (see ``app.static_build.build_payloads``)
-        self.rdd = self._cache(old.map(fold).partitionBy(self.workers, by_worker))
+        self.rdd = self._cache(old.map(fold).partitionBy(self.workers, self._keyed_by))
         old.unpersist()
         changed = set(deltas)
         for pid in changed:

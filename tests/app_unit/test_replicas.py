@@ -19,6 +19,8 @@ from app.static import StaticSide, shipping_plan
 from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, merge
+from geops.strategies import payload as payload_codec
+from geops.strategies.churn import PartitionDelta, fold_deltas
 from geops.workload import generate_workload
 from schemas import codec
 from schemas.assignment import command_fields, owner_index
@@ -224,6 +226,15 @@ class FakeRDD:
     def flatMap(self, f):
         return FakeRDD([r for rec in self.records for r in f(rec)], self.log)
 
+    def filter(self, f):
+        return FakeRDD(filter(f, self.records), self.log)
+
+    def distinct(self):
+        return FakeRDD(dict.fromkeys(self.records), self.log)
+
+    def collect(self):
+        return list(self.records)
+
     def persist(self, level):
         self.log.append("cached")
         return self
@@ -249,15 +260,27 @@ def held(static: StaticSide) -> dict[int, list[int]]:
     return {w: sorted(ps) for w, ps in sorted(out.items())}
 
 
-STRATEGY = types.SimpleNamespace(num_partitions=4,
-                                 partition_payload=lambda p: b"x" * (10 * (p + 1)))
+SUBS = generate_workload(seed=2, subscriptions=10, publications=1).subscriptions
+# partition p holds the first p + 1 subscriptions: four payloads of different sizes
+PAYLOADS = [payload_codec.encode(SUBS.take(np.arange(p + 1))) for p in range(4)]
+SPEC = types.SimpleNamespace(num_partitions=4)
+
+
+def fake_build(sc, spec, workers, targets, partition_func):
+    """What ``build_payloads`` gives, from ``PAYLOADS`` instead of the subscriptions topic."""
+    return sc.parallelize([(t, StaticPartition(p, PAYLOADS[p])) for p in range(4)
+                           for t in targets(p)], workers).partitionBy(workers, partition_func)
+
+
+def static_side(sc, join: str, owners) -> StaticSide:
+    return StaticSide(sc, SPEC, join, 2, owners, 0, build=fake_build)
 
 
 def test_stal_ships_a_new_replica_once_and_drops_a_removed_one(fake_sc):
-    static = StaticSide(fake_sc, STRATEGY, "STAL", 2, [(0,), (0,), (1,), (1,)], 0)
+    static = static_side(fake_sc, "STAL", [(0,), (0,), (1,), (1,)])
     assert held(static) == {0: [0, 1], 1: [2, 3]}
     move = static.apply([(0, 1), (0,), (1,), (1,)], 2)  # p0 replicated on worker 1
-    assert (move.partitions, move.bytes, move.dropped) == ([0], 10, [])
+    assert (move.partitions, move.bytes, move.dropped) == ([0], len(PAYLOADS[0]), [])
     assert held(static) == {0: [0, 1], 1: [0, 2, 3]}
     assert static.residency()[0, 1] == (1, 2) and static.residency()[0, 0] == (1, 0)
 
@@ -267,18 +290,24 @@ def test_stal_ships_a_new_replica_once_and_drops_a_removed_one(fake_sc):
     assert static.residency()[0, 1] == (1, 2)
 
     move = static.apply([(1,), (1,), (1,), (1,)], 4)  # p0's replica on 0 removed, p1 moved
-    assert (move.partitions, move.bytes, move.dropped) == ([1], 20, [(0, 0), (1, 0)])
+    assert (move.partitions, move.bytes, move.dropped) == ([1], len(PAYLOADS[1]),
+                                                           [(0, 0), (1, 0)])
     assert held(static) == {1: [0, 1, 2, 3]}
     assert set(static.residency()) == {(0, 1), (1, 1), (2, 1), (3, 1)}
 
-    static.rebase({0: b"y" * 5}, seq=7)  # folding subscription changes keeps every copy
+    # folding subscription changes (where the payloads live) keeps every copy
+    delta = PartitionDelta(7, payload_codec.encode(SUBS.take(np.arange(5, 7))),
+                           SUBS.ids[:1].copy())
+    static.rebase({0: (delta,)}, seq=7)
+    folded = fold_deltas(PAYLOADS[0], [delta])
+    assert static.sizes[0] == len(folded) and static.base_seq[0] == 7
     static.apply([(1, 0), (1,), (1,), (1,)], 5)
     assert held(static) == {0: [0], 1: [0, 1, 2, 3]}
-    assert [r.payload for w, r in static.for_batch().records if r.partition == 0] == [b"y" * 5] * 2
+    assert [r.payload for w, r in static.for_batch().records if r.partition == 0] == [folded] * 2
 
 
 def test_strl_ships_a_replicated_partition_to_each_owner_every_batch(fake_sc):
-    static = StaticSide(fake_sc, STRATEGY, "STRL", 2, [(0,), (0, 1), (1,), (1,)], 0)
+    static = static_side(fake_sc, "STRL", [(0,), (0, 1), (1,), (1,)])
     assert held(static) == {0: [0, 1], 1: [1, 2, 3]}
     move = static.apply([(0,), (0,), (1, 0), (1,)], 1)
     assert (move.partitions, move.bytes, move.dropped) == ([2], 0, [(1, 1)])
