@@ -13,6 +13,7 @@ from cli.bench_churn import register_churn
 from cli.bench_live import register_live
 from cli.bench_load import register_load
 from cli.bench_paper import register_paper
+from cli.bench_scale import register_scale
 from cli.common import CommandError, positive_int
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
@@ -22,7 +23,8 @@ from geops.strategies import STRATEGIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a benchmark (kernel, decode, paper, live, churn, load)",
+    p = sub.add_parser("bench",
+                       help="run a benchmark (kernel, decode, paper, live, churn, load, scale)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -109,4 +111,4 @@ def _decode(args: argparse.Namespace) -> int:
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_kernel, register_decode, register_paper, register_live, register_churn,
-    register_load)
+    register_load, register_scale)

@@ -1,0 +1,108 @@
+"""Plots and the results table of `geops bench scale` from its runs.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.scale import _num, read_rows, relative_to_reference
+
+COLUMNS = (
+    ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),
+    ("driver_memory", "driver mem", "{}"), ("status", "status", "{}"),
+    ("first_batch_s", "first batch s", "{:.1f}"), ("static_build_s", "static build s", "{:.1f}"),
+    ("bytes_per_subscription", "static B/sub", "{:.0f}"),
+    ("throughput_busy", "pub/s (busy)", "{:,.0f}"), ("throughput_busy_rel", "× 10k", "{:.2f}"),
+    ("batch_us_per_candidate", "µs/cand. (batch)", "{:.2f}"),
+    ("batch_us_per_candidate_rel", "× 10k", "{:.2f}"),
+    ("join_us_per_candidate", "µs/cand. (join)", "{:.2f}"),
+    ("join_us_per_candidate_rel", "× 10k", "{:.2f}"),
+    ("driver_python_hwm_mb", "driver py MB", "{:,.0f}"), ("jvm_hwm_mb", "JVM MB", "{:,.0f}"),
+    ("python_workers_rss_peak_mb", "py workers MB", "{:,.0f}"),
+    ("move_partitions", "moved", "{:.0f}"), ("move_bytes", "move MB", "{}"),
+    ("move_ms", "move ms", "{:,.0f}"), ("load1_mean", "load", "{:.1f}"),
+)
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    v = row.get(key)
+    if v is None or v == "":
+        return "-"
+    if key == "move_bytes":
+        return f"{float(v) / 1e6:.1f}"
+    num = _num(v)
+    if fmt == "{}" or num is None:
+        return str(v)
+    return fmt.format(num)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+    sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
+    lines = [head, sep]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(r, k, f) for k, _, f in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def plots(rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if r.get("status") == "ok"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for strategy in sorted({r["strategy"] for r in ok}):
+        rs = sorted((r for r in ok if r["strategy"] == strategy),
+                    key=lambda r: int(r["subscriptions"]))
+        n = [int(r["subscriptions"]) for r in rs]
+
+        def col(k: str, rs: list = rs) -> list[float]:
+            return [_num(r.get(k)) or float("nan") for r in rs]
+        axes[0].plot(n, col("first_batch_s"), "o-", label=f"{strategy} first batch")
+        axes[0].plot(n, col("static_build_s"), "s--", label=f"{strategy} static build")
+        axes[1].plot(n, col("batch_us_per_candidate_rel"), "o-", label=f"{strategy} batch")
+        axes[1].plot(n, col("join_us_per_candidate_rel"), "s--", label=f"{strategy} join")
+        axes[1].plot(n, col("throughput_busy_rel"), "^:", label=f"{strategy} throughput")
+        axes[2].plot(n, col("jvm_hwm_mb"), "o-", label=f"{strategy} JVM")
+        axes[2].plot(n, col("driver_python_hwm_mb"), "s--", label=f"{strategy} driver Python")
+        axes[2].plot(n, col("python_workers_rss_peak_mb"), "^:", label=f"{strategy} workers")
+    axes[0].axhline(60, color="grey", lw=0.8)
+    axes[0].set_title("seconds from launch (target ≤ 60 s at 1M)")
+    axes[1].axhline(1.5, color="grey", lw=0.8)
+    axes[1].set_title("relative to 10k (cost target ≤ 1.5)")
+    axes[2].set_title("peak memory, MB")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("subscriptions")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=110)
+    plt.close(fig)
+
+    moves = [r for r in ok if _num(r.get("move_ms")) is not None]
+    if moves:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for strategy in sorted({r["strategy"] for r in moves}):
+            rs = sorted((r for r in moves if r["strategy"] == strategy),
+                        key=lambda r: int(r["subscriptions"]))
+            ax.plot([_num(r["move_bytes"]) / 1e6 for r in rs], [_num(r["move_ms"]) for r in rs],
+                    "o-", label=strategy)
+            for r in rs:
+                ax.annotate(f"{int(r['subscriptions']) // 1000}k",
+                            (_num(r["move_bytes"]) / 1e6, _num(r["move_ms"])), fontsize=7)
+        ax.set_xlabel("MB moved (a quarter of the partitions)")
+        ax.set_ylabel("move duration, ms")
+        ax.set_title("redistribution of one move (Fig. 8 to 1M)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "moves.png", dpi=110)
+        plt.close(fig)
+
+
+def write_report(out: Path, reference: int, command: str) -> None:
+    rows = relative_to_reference(read_rows(out / "runs.csv"), reference)
+    (out / "table.md").write_text(f"<!-- {command} -->\n" + table(rows) + "\n")
+    plots(rows, out)
