@@ -121,7 +121,7 @@ class SteppedProducer:
     cfg: config.Config
     pubs: Publications
     commands: list[tuple[int, int, bytes]]
-    rate: float = 1500.0
+    rate: float | None = None  # publications/s; None: each step as fast as it goes
     piece: int = 40
     error: BaseException | None = None
     finished_at: float = 0.0

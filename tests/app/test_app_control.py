@@ -24,10 +24,12 @@ pytestmark = pytest.mark.integration
 P, W = 16, 2
 
 
-def command(epoch: int, assignment: list[int], app_id: str = "") -> bytes:
+def command(epoch: int, assignment: list[int], app_id: str = "",
+            replicas: tuple = ()) -> bytes:
     return codec().encode("RebalanceCommand", {
         "epoch": epoch, "assignment": assignment, "moves": [], "mldc_before": 1.0,
-        "mldc_predicted": 0.1, "metric": "LB", "reason": "test", "time": 0, "app_id": app_id})
+        "mldc_predicted": 0.1, "metric": "LB", "reason": "test", "time": 0, "app_id": app_id,
+        "replicas": [{"partition": p, "workers": list(w)} for p, w in replicas]})
 
 
 def wait_for_batches(cfg, n: int, timeout: float = 120.0,
@@ -54,7 +56,8 @@ def wait_for_batches(cfg, n: int, timeout: float = 120.0,
     return False
 
 
-def test_command_mid_stream_moves_partitions_without_losing_matches(workload, kafka_cfg):
+def test_command_mid_stream_moves_partitions_without_losing_matches(workload, kafka_cfg,
+                                                                    caplog):
     load(kafka_cfg, workload)
     old = initial_assignment(P, W)
     new = list(old)
@@ -71,6 +74,8 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
         s.send(control, command(5, new[:-1]))                 # wrong length
         s.send(control, command(6, [0] * (P - 1) + [W]))      # worker out of range
         s.send(control, command(7, new, app_id="someone"))    # another app's
+        s.send(control, command(8, new, replicas=[(0, (0, 1))]))  # replicas not led by owner
+        s.send(control, command(9, new, replicas=[(2, (0, W))]))  # replica worker out of range
         s.send(control, command(3, new, app_id="geops"))      # the one to apply
         s.flush()
         sent.set()
@@ -84,6 +89,10 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
         app_done.set()
     thread.join(5)
     assert sent.is_set(), "the app finished before the command could be sent"
+    ignored = [r.getMessage() for r in caplog.records if r.name == "geops.app.control"]
+    assert any("epoch 8: replicas of partition 0 [0, 1] must start with its owner 1" in m
+               for m in ignored), ignored
+    assert any("epoch 9: replica worker ids [2] outside 0..1" in m for m in ignored), ignored
 
     got = matches(kafka_cfg)
     assert all(len(v) == 1 for v in got.values())  # nothing lost, nothing duplicated

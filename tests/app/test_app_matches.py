@@ -63,6 +63,8 @@ def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, wo
     assert len(summaries) >= 6
     epochs = [s["epoch"] for s in summaries]
     assert epochs == sorted(epochs) and set(epochs) == {1, 2, 3}
+    print(f"\n{strategy} {join}: {len(summaries)} batches, per epoch "
+          f"{dict(sorted(Counter(epochs).items()))}")
     epoch_of = {s["batch_id"]: s["epoch"] for s in summaries}
     for s in summaries:
         assert s["replicas"] == command_fields(plan.owners[s["epoch"]])[1]
