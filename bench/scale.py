@@ -73,6 +73,37 @@ def parse_app_log(text: str) -> dict[str, float | None]:
     return out
 
 
+_STAMP = r"^(?P<t>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) geops\.app INFO "
+PHASE_LINES = {
+    "router_at_s": re.compile(_STAMP + r"\d+ subscriptions \(", re.M),
+    "static_at_s": re.compile(_STAMP + r"static data: ", re.M),
+    "streaming_at_s": re.compile(_STAMP + r"streaming from ", re.M),
+    "first_batch_at_s": re.compile(_STAMP + r"batch \d+ epoch \d+: [1-9]\d* records", re.M),
+}
+
+
+def _log_time(stamp: str) -> float:
+    """Seconds of a log timestamp (local time, as Python's logging writes it)."""
+    return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + int(stamp[20:]) / 1000
+
+
+def phases(text: str, first_batch_s: float | None) -> dict[str, float | None]:
+    """When the app's start-up steps ended, in seconds from its launch: the driver has read
+    the subscriptions and built the router, the static side is built, the query streams, the
+    first batch with records is done. Anchored on the first batch (``first_batch_s`` from
+    the launch, as the metrics say), so the log's clock and time zone do not matter."""
+    out: dict[str, float | None] = dict.fromkeys(PHASE_LINES)
+    stamps = {k: (m["t"] if (m := rx.search(text)) else None) for k, rx in PHASE_LINES.items()}
+    anchor = stamps["first_batch_at_s"]
+    if anchor is None or first_batch_s is None:
+        return out
+    t_anchor = _log_time(anchor)
+    for k, stamp in stamps.items():
+        if stamp is not None:
+            out[k] = round(first_batch_s - (t_anchor - _log_time(stamp)), 1)
+    return out
+
+
 def failure_reason(text: str, limit: int = 300) -> str:
     """The most telling line of a failed app's log: an OutOfMemoryError first, else the last
     line naming an error."""
@@ -401,6 +432,7 @@ class Run:
             return row
         row.update(summarise(data.get("BatchSummary", []), data.get("PartitionLoad", []),
                              data.get("MoveReport", []), launch_ms))
+        row.update(phases(text, row["first_batch_s"]))
         row["status"] = "ok"
         return row
 

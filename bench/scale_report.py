@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.scale import _num, read_rows, relative_to_reference
+from bench.scale import _num, phases, read_rows, relative_to_reference
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),
     ("driver_memory", "driver mem", "{}"), ("status", "status", "{}"),
-    ("first_batch_s", "first batch s", "{:.1f}"), ("static_build_s", "static build s", "{:.1f}"),
+    ("first_batch_s", "first batch s", "{:.1f}"), ("router_at_s", "router at", "{:.1f}"),
+    ("static_at_s", "static at", "{:.1f}"), ("streaming_at_s", "streaming at", "{:.1f}"),
+    ("static_build_s", "static build s", "{:.1f}"),
     ("bytes_per_subscription", "static B/sub", "{:.0f}"),
     ("throughput_busy", "pub/s (busy)", "{:,.0f}"), ("throughput_busy_rel", "× 10k", "{:.2f}"),
     ("batch_us_per_candidate", "µs/cand. (batch)", "{:.2f}"),
@@ -102,7 +104,20 @@ def plots(rows: list[dict[str, Any]], out: Path) -> None:
         plt.close(fig)
 
 
-def write_report(out: Path, reference: int, command: str) -> None:
-    rows = relative_to_reference(read_rows(out / "runs.csv"), reference)
+def with_phases(rows: list[dict[str, Any]], workdir: Path | None) -> list[dict[str, Any]]:
+    """Rows with the start-up phases read from their app logs under ``workdir`` where a row
+    has none yet."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        log = workdir / r.get("prefix", "") / "app.log" if workdir and r.get("prefix") else None
+        if _num(r.get("streaming_at_s")) is None and log is not None and log.exists():
+            r.update(phases(log.read_text(errors="replace"), _num(r.get("first_batch_s"))))
+        out.append(r)
+    return out
+
+
+def write_report(out: Path, reference: int, command: str, workdir: Path | None = None) -> None:
+    rows = relative_to_reference(with_phases(read_rows(out / "runs.csv"), workdir), reference)
     (out / "table.md").write_text(f"<!-- {command} -->\n" + table(rows) + "\n")
     plots(rows, out)

@@ -79,7 +79,8 @@ def _scale(args: argparse.Namespace) -> int:
     if args.report:
         if not (out / "runs.csv").exists():
             raise CommandError(f"--report: no {out / 'runs.csv'} yet", EXIT_USAGE)
-        write_report(out, args.reference, " ".join(sys.argv))
+        write_report(out, args.reference, " ".join(sys.argv),
+                     Path(args.workdir or "/tmp/geops-scale"))
         return 0
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = sorted(set(strategies) - set(STRATEGIES))
@@ -98,7 +99,7 @@ def _scale(args: argparse.Namespace) -> int:
                      reference=args.reference)
     log = elapsed_log("geops bench scale")
     rows = run_scale(spec, log)
-    write_report(out, args.reference, " ".join(sys.argv))
+    write_report(out, args.reference, " ".join(sys.argv), spec.workdir)
     if not any(r.get("status") == "ok" for r in rows):
         raise CommandError(f"no run succeeded; see the logs under {spec.workdir}", EXIT_FAILED)
     return 0

@@ -130,3 +130,18 @@ def test_report_table(tmp_path):
     text = (tmp_path / "table.md").read_text()
     assert "| sPIS | 10,000 |" in text and "| failed |" in text and "1.9" in text
     assert (tmp_path / "scale.png").exists() and (tmp_path / "moves.png").exists()
+
+
+def test_phases_anchored_on_the_first_batch():
+    from bench.scale import phases
+    text = LOG + (
+        "2026-11-26 08:25:14,763 geops.app INFO streaming from 'x' (checkpoint y)\n"
+        "2026-11-26 08:25:20,000 geops.app INFO batch 0 epoch 0: 0 records, 0 items\n"
+        "2026-11-26 08:25:25,690 geops.app INFO batch 1 epoch 0: 2000 records, 2346 items\n")
+    got = phases(text, 71.7)
+    assert got["first_batch_at_s"] == 71.7
+    assert got["streaming_at_s"] == pytest.approx(71.7 - 10.9, abs=0.05)
+    assert got["static_at_s"] == pytest.approx(71.7 - 22.2, abs=0.05)
+    assert got["router_at_s"] == pytest.approx(71.7 - 45.6, abs=0.05)
+    assert phases(text, None)["static_at_s"] is None
+    assert phases("nothing", 3.0) == dict.fromkeys(got)
