@@ -52,7 +52,8 @@ def register_paper(benches: argparse._SubParsersAction) -> None:
                         f"known: {', '.join(RUN_MODES)}")
     p.add_argument("--skews", metavar="LIST",
                    help="skew coefficients with one hot worker of two (0.5 is balanced; "
-                        f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab)")
+                        f"default {','.join(map(str, SKEWS))}, 0.9 with --first-period-ab); "
+                        "'none' with --hot-partitions: only the hot-spot points")
     p.add_argument("--hot-partitions", type=int, metavar="K",
                    help="also run hot-spot points: the skewed share of the stream in K "
                         "partitions of the hot worker (geops generate --hot-partitions K; "
@@ -165,9 +166,10 @@ def _run_paper(args: argparse.Namespace) -> int:
                     _skews(args.skews or "0.9"), sizes), out, workdir, DistributorSettings(),
                     resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
             else:
+                skews = (() if hot_spots and args.skews == "none"
+                         else _skews(args.skews or ",".join(map(str, SKEWS))))
                 plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
-                                 _list(args.modes, tuple(RUN_MODES), "--modes"),
-                                 _skews(args.skews or ",".join(map(str, SKEWS))), sizes,
+                                 _list(args.modes, tuple(RUN_MODES), "--modes"), skews, sizes,
                                  hot_spots)
                 run_plan(plan, out, workdir, DistributorSettings(),
                          resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)

@@ -61,6 +61,7 @@ def test_run_order_interleaves_the_modes_within_each_point() -> None:
     (["--quick", "--hot-partitions", "1"], "--hot-partitions applies to --full"),
     (["--hot-partitions", "1", "--hot-skews", "0.2"], "--hot-skews: each skew"),
     (["--modes", "Dynamic LB STAL replicat"], "--modes: unknown"),
+    (["--skews", "none"], "--skews: expected numbers"),  # 'none' only with --hot-partitions
 ])
 def test_bad_hot_spot_flags_are_usage_errors(argv: list[str], message: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
