@@ -207,6 +207,24 @@ def summarise(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str,
     }
 
 
+def batch_rows(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, Any]],
+               launch_ms: int, base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per batch (the raw data): its summary, its candidates and join-task time."""
+    cand: dict[int, int] = {}
+    proc_ns: dict[int, int] = {}
+    for r in loads:
+        cand[r["batch_id"]] = cand.get(r["batch_id"], 0) + r["candidates"]
+        proc_ns[r["batch_id"]] = proc_ns.get(r["batch_id"], 0) + r["processing_ns"]
+    return [{**base, "batch_id": b["batch_id"], "epoch": b.get("epoch"),
+             "start_s": (b["start_time"] - launch_ms) / 1000,
+             "end_s": (b["end_time"] - launch_ms) / 1000, "records": b["records"],
+             "items": b.get("items"), "duration_ms": b["duration_ms"],
+             "job_ms": b.get("job_ms"), "write_ms": b.get("write_ms"),
+             "candidates": cand.get(b["batch_id"], 0),
+             "processing_ns": proc_ns.get(b["batch_id"], 0)}
+            for b in dedupe_batches(batches)]
+
+
 REL_KEYS = ("first_batch_s", "throughput_busy", "batch_us_per_candidate", "join_us_per_candidate")
 
 
@@ -329,6 +347,7 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True, name="bench-scale-memory")
         self.root, self.every = root_pid, every
         self.peaks = MemoryPeaks()
+        self.samples: list[dict[str, Any]] = []
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -342,6 +361,12 @@ class MemorySampler(threading.Thread):
                     sample.append((pid, calc.role(cmd.decode(errors="replace"),
                                                   "app-driver-python"), rss, hwm))
             self.peaks.add(sample)
+            sums: dict[str, int] = {}
+            for _, role, rss, _ in sample:
+                sums[role] = sums.get(role, 0) + rss
+            self.samples.append({"time_ms": calc_now_ms(),
+                                 **{f"{r}_rss_mb": round(kb / 1024, 1)
+                                    for r, kb in sorted(sums.items())}})
             self.stopping.wait(self.every)
 
     def close(self) -> None:
@@ -425,6 +450,10 @@ class Run:
             code = self.procs.stop(app, grace=60)
             row["app_exit"] = code
             row.update(sampler.peaks.row())
+            append_rows(s.out / "memory.csv.gz",
+                        [{"prefix": self.prefix, "strategy": self.strategy,
+                          "subscriptions": self.n, "t_s": (m.pop("time_ms") - launch_ms) / 1000,
+                          **m} for m in sampler.samples])
         text = (self.dir / "app.log").read_text(errors="replace")
         row.update(parse_app_log(text))
         if row.get("failure"):
@@ -433,6 +462,9 @@ class Run:
         row.update(summarise(data.get("BatchSummary", []), data.get("PartitionLoad", []),
                              data.get("MoveReport", []), launch_ms))
         row.update(phases(text, row["first_batch_s"]))
+        append_rows(s.out / "batches.csv.gz", batch_rows(
+            data.get("BatchSummary", []), data.get("PartitionLoad", []), launch_ms,
+            {"prefix": self.prefix, "strategy": self.strategy, "subscriptions": self.n}))
         row["status"] = "ok"
         return row
 

@@ -4,6 +4,7 @@ memory and a move's redistribution time with 10k .. 1M subscriptions (issue 26 i
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -98,8 +99,16 @@ def _scale(args: argparse.Namespace) -> int:
                      first_batch_timeout=args.first_batch_timeout, run_timeout=args.run_timeout,
                      reference=args.reference)
     log = elapsed_log("geops bench scale")
-    rows = run_scale(spec, log)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what it started, as on Ctrl-C
+    try:
+        rows = run_scale(spec, log)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     write_report(out, args.reference, " ".join(sys.argv), spec.workdir)
     if not any(r.get("status") == "ok" for r in rows):
         raise CommandError(f"no run succeeded; see the logs under {spec.workdir}", EXIT_FAILED)
     return 0
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -145,3 +145,14 @@ def test_phases_anchored_on_the_first_batch():
     assert got["router_at_s"] == pytest.approx(71.7 - 45.6, abs=0.05)
     assert phases(text, None)["static_at_s"] is None
     assert phases("nothing", 3.0) == dict.fromkeys(got)
+
+
+def test_batch_rows():
+    from bench.scale import batch_rows
+    rows = batch_rows([_batch(1, 100, 3_000, 500), _batch(0, 0, 2_000, 10)],
+                      [{"batch_id": 1, "candidates": 7, "processing_ns": 9}], 1_000,
+                      {"strategy": "sPIS"})
+    assert [r["batch_id"] for r in rows] == [0, 1]
+    assert rows[1] == {"strategy": "sPIS", "batch_id": 1, "epoch": None, "start_s": 2.0,
+                       "end_s": 2.5, "records": 100, "items": None, "duration_ms": 500,
+                       "job_ms": None, "write_ms": None, "candidates": 7, "processing_ns": 9}
