@@ -304,6 +304,7 @@ class ScaleSpec:
     trigger: str = "100ms"
     max_records: int = 2_000
     move_after: int = 3
+    max_batches: int = 0                 # stop after this many batches with records (0: all)
     driver_memory: str = "4g"
     retry_driver_memory: str | None = "8g"
     first_batch_timeout: float = 600.0
@@ -533,7 +534,8 @@ class Run:
                     self.log(f"{self.prefix}: move commanded after batch "
                              f"{batches[-1]['batch_id']}")
                 done = sum(b["records"] for b in batches)
-                if done >= total and (data.get("MoveReport") or not moved_sent):
+                enough = done >= total or 0 < s.max_batches <= len(batches)
+                if enough and (data.get("MoveReport") or not moved_sent):
                     self.log(f"{self.prefix}: {done:,} publications in {len(batches)} batches")
                     # the last batch's PartitionLoad records follow its summary closely
                     end = time.monotonic() + 3

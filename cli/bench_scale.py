@@ -46,6 +46,9 @@ def register_scale(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--max-records-per-trigger", type=positive_int, default=2_000, metavar="R")
     p.add_argument("--move-after", type=positive_int, default=3, metavar="B",
                    help="batches with records before the forced move")
+    p.add_argument("--max-batches", type=int, default=0, metavar="B",
+                   help="stop a run after B batches with records once the move is reported "
+                        "(0 = when the whole backlog is processed)")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--retry-driver-memory", default="8g",
                    help="driver memory of the one retry of a failed run ('' = no retry)")
@@ -94,6 +97,7 @@ def _scale(args: argparse.Namespace) -> int:
                      publications=args.publications, publish_times=args.publish_times,
                      seed=args.seed, trigger=args.trigger,
                      max_records=args.max_records_per_trigger, move_after=args.move_after,
+                     max_batches=args.max_batches,
                      driver_memory=args.driver_memory,
                      retry_driver_memory=args.retry_driver_memory or None,
                      first_batch_timeout=args.first_batch_timeout, run_timeout=args.run_timeout,
