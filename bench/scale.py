@@ -575,7 +575,14 @@ def run_scale(spec: ScaleSpec, log: Log = print) -> list[dict[str, Any]]:
     uptime.start()
     rows: list[dict[str, Any]] = []
     try:
-        address = procs.start_broker(spec.workdir / "broker")
+        for attempt in range(3):  # another process may take the free port first
+            try:
+                address = procs.start_broker(spec.workdir / "broker")
+                break
+            except Exception as exc:  # BrokerError: the port was taken meanwhile
+                if attempt == 2:
+                    raise BenchFailed(f"the broker did not start: {exc}") from None
+                log(f"broker: {exc}; trying another port")
         log(f"broker at {address}")
         for n in sorted(spec.sizes):
             wl = workload_dir(spec, n, log)
