@@ -310,6 +310,7 @@ class ScaleSpec:
     first_batch_timeout: float = 600.0
     run_timeout: float = 900.0
     reference: int = 10_000
+    memory_limit_mb: float = 10_240.0    # stop a run whose app tree's RSS exceeds this
 
 
 class UptimeLog(threading.Thread):
@@ -344,9 +345,13 @@ class UptimeLog(threading.Thread):
 
 
 class MemorySampler(threading.Thread):
-    def __init__(self, root_pid: int, every: float = 1.0):
+    """The app's process tree every ``every`` s; ``over`` is set (with the sample's total)
+    when the tree's summed RSS exceeds ``limit_mb`` (0: no limit)."""
+
+    def __init__(self, root_pid: int, every: float = 1.0, limit_mb: float = 0.0):
         super().__init__(daemon=True, name="bench-scale-memory")
-        self.root, self.every = root_pid, every
+        self.root, self.every, self.limit_mb = root_pid, every, limit_mb
+        self.over: float | None = None
         self.peaks = MemoryPeaks()
         self.samples: list[dict[str, Any]] = []
         self.stopping = threading.Event()
@@ -365,6 +370,9 @@ class MemorySampler(threading.Thread):
             sums: dict[str, int] = {}
             for _, role, rss, _ in sample:
                 sums[role] = sums.get(role, 0) + rss
+            total_mb = sum(sums.values()) / 1024
+            if self.limit_mb and total_mb > self.limit_mb and self.over is None:
+                self.over = total_mb
             self.samples.append({"time_ms": calc_now_ms(),
                                  **{f"{r}_rss_mb": round(kb / 1024, 1)
                                     for r, kb in sorted(sums.items())}})
@@ -441,11 +449,11 @@ class Run:
                  f"(driver memory {self.driver_memory})")
         launch_ms = calc_now_ms()
         app = self.procs.start("app", [*GEOPS, *self.app_argv()], self.env, self.dir / "app.log")
-        sampler = MemorySampler(app.popen.pid)
+        sampler = MemorySampler(app.popen.pid, limit_mb=s.memory_limit_mb)
         sampler.start()
         data: dict[str, list[dict]] = {}
         try:
-            data = self._follow(app, launch_ms, total, row)
+            data = self._follow(app, launch_ms, total, row, sampler)
         finally:
             sampler.close()
             code = self.procs.stop(app, grace=60)
@@ -459,6 +467,7 @@ class Run:
         row.update(parse_app_log(text))
         if row.get("failure"):
             row["reason"] = failure_reason(text)
+            row.update(phases(text, None))
             return row
         row.update(summarise(data.get("BatchSummary", []), data.get("PartitionLoad", []),
                              data.get("MoveReport", []), launch_ms))
@@ -469,8 +478,8 @@ class Run:
         row["status"] = "ok"
         return row
 
-    def _follow(self, app: Any, launch_ms: int, total: int, row: dict[str, Any]
-                ) -> dict[str, list[dict]]:
+    def _follow(self, app: Any, launch_ms: int, total: int, row: dict[str, Any],
+                sampler: MemorySampler | None = None) -> dict[str, list[dict]]:
         """Follow the metrics topic until every publication was processed (and the move
         reported); send the move after ``move_after`` batches with records."""
         from confluent_kafka import TopicPartition
@@ -492,6 +501,14 @@ class Run:
                 if app.popen.poll() is not None:
                     row["failure"] = f"the app exited with {app.popen.returncode}"
                     self.log(f"{self.prefix}: {row['failure']}; see {app.log}")
+                    return data
+                if sampler is not None and sampler.over is not None:
+                    row["failure"] = (f"stopped by the benchmark: the app's processes held "
+                                      f"{sampler.over:,.0f} MB, over the limit of "
+                                      f"{s.memory_limit_mb:,.0f} MB, "
+                                      f"{(calc_now_ms() - launch_ms) / 1000:.0f} s after the "
+                                      "launch")
+                    self.log(f"{self.prefix}: {row['failure']}")
                     return data
                 el = time.monotonic() - t0
                 if not first_seen and el > s.first_batch_timeout:
@@ -608,7 +625,8 @@ def run_scale(spec: ScaleSpec, log: Log = print) -> list[dict[str, Any]]:
                     rows.append(row)
                     append_rows(spec.out / "runs.csv", [row])
                     log(format_row(row))
-                    if row["status"] == "ok":
+                    if row["status"] == "ok" or "stopped by the benchmark" in str(
+                            row.get("failure")):  # a larger heap would not help that
                         break
     finally:
         procs.stop_all()

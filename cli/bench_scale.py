@@ -52,6 +52,9 @@ def register_scale(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--retry-driver-memory", default="8g",
                    help="driver memory of the one retry of a failed run ('' = no retry)")
+    p.add_argument("--memory-limit", type=float, default=10_240.0, metavar="MB",
+                   help="stop a run when the app's processes together hold more than MB "
+                        "resident (0 = no limit); recorded as a failure")
     p.add_argument("--first-batch-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--run-timeout", type=float, default=900.0, metavar="S")
     p.add_argument("--reference", type=positive_int, default=10_000, metavar="N",
@@ -101,7 +104,7 @@ def _scale(args: argparse.Namespace) -> int:
                      driver_memory=args.driver_memory,
                      retry_driver_memory=args.retry_driver_memory or None,
                      first_batch_timeout=args.first_batch_timeout, run_timeout=args.run_timeout,
-                     reference=args.reference)
+                     reference=args.reference, memory_limit_mb=args.memory_limit)
     log = elapsed_log("geops bench scale")
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what it started, as on Ctrl-C
     try:
