@@ -1,6 +1,6 @@
 """Issue 22's physical W = 2 runs summarised: replicate against Static STAL and greedy per point.
 
-``python -m bench.hot_partitions_physical docs/results/hot-partitions/physical``
+``python -m bench.hot_partitions_physical docs/results/hot-partitions/physical [LOAD_LOG]``
 
 Reads the CSVs ``geops bench paper --modes "Static STAL,Dynamic LB STAL,Dynamic LB STAL
 replicate" --hot-partitions 1 ...`` wrote (plain or gzipped) and writes ``summary.csv``: per
@@ -11,7 +11,10 @@ the distributor judged), rebalances, partitions and MB moved (the app's MoveRepo
 partitions with several owners in the last batch (from the app's PartitionLoads).
 ``range_over_repeats`` is the largest relative range of one mode's throughput over the repeats
 at the point ((max - min) / mean; repeats differ in their stream's seed and time, so this is
-wider than the noise between two runs of one stream). Prints the table.
+wider than the noise between two runs of one stream). With ``LOAD_LOG`` (lines ``HH:MM:SS
+load1 load5 load15 ...`` in UTC, e.g. ``cat /proc/loadavg`` every 10 s during the runs),
+``load1_mean`` is the machine's 1-minute load average over each mode's streaming time. Prints
+the table.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import re
 import statistics
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -35,7 +39,24 @@ def _hot(run_id: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def summarise(out: Path) -> list[dict[str, Any]]:
+def read_load(path: Path, day_ms: int) -> list[tuple[int, float]]:
+    """(ms since the epoch, 1-minute load average) of each line of a load log of the UTC day
+    that starts at ``day_ms``."""
+    points = []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            h, m, sec = (int(x) for x in parts[0].split(":"))
+            points.append((day_ms + ((h * 60 + m) * 60 + sec) * 1000, float(parts[1])))
+    return points
+
+
+def _load_during(load: list[tuple[int, float]], start_ms: float, end_ms: float) -> float | None:
+    values = [v for t, v in load if start_ms <= t <= end_ms]
+    return statistics.fmean(values) if values else None
+
+
+def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
     out = Path(out)
     runs = [r for r in read_rows(out / "runs.csv") if r["mode"] in MODES]
     ids = {r["run_id"] for r in runs}
@@ -56,6 +77,12 @@ def summarise(out: Path) -> list[dict[str, Any]]:
     replicated = {rid: sum(len(w) > 1 for w in owners[(rid, b)].values())
                   for rid, b in last_batch.items()}
 
+    load: list[tuple[int, float]] = []
+    if load_log is not None and runs:
+        first = float(runs[0]["first_start_ms"]) / 1000
+        day = time.gmtime(first)
+        load = read_load(load_log, int(first - (day.tm_hour * 3600 + day.tm_min * 60
+                                                + day.tm_sec)) * 1000)
     points: dict[tuple[float, int | None], dict[str, dict[int, dict]]] = defaultdict(
         lambda: defaultdict(dict))
     for r in runs:
@@ -95,6 +122,11 @@ def summarise(out: Path) -> list[dict[str, Any]]:
                 "skew_items": statistics.fmean(float(r["skew_items"])
                                                for r in modes[mode].values()),
             })
+            if load:
+                during = [_load_during(load, float(r["first_start_ms"]), float(r["last_end_ms"]))
+                          for r in modes[mode].values()]
+                during = [v for v in during if v is not None]
+                row["load1_mean"] = statistics.fmean(during) if during else ""
             rows.append(row)
     write_csv(out / "summary.csv", rows)
     return rows
@@ -106,10 +138,10 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
+    if len(argv) not in (1, 2):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    for r in summarise(Path(argv[0])):
+    for r in summarise(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else None):
         print(f"skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
               f"n {r['repeats']} thr {r['throughput_mean']:,.0f} "
               f"({r['throughput_min']:,.0f}-{r['throughput_max']:,.0f}) "
@@ -119,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
               f"range {r['range_over_repeats']:.2f} MLDC {_fmt(r['mldc_last_mean'])}/"
               f"{_fmt(r['mldc_last_max'])} rebal {r['rebalances']} "
               f"moved {r['moved_partitions_mean']:.1f} {r['moved_mb_mean']:.2f} MB "
-              f"replicated {r['replicated_last']} hot items {r['skew_items']:.2f}")
+              f"replicated {r['replicated_last']} hot items {r['skew_items']:.2f}"
+              + (f" load {_fmt(r['load1_mean'], 1)}" if "load1_mean" in r else ""))
     return 0
 
 
