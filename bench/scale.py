@@ -448,6 +448,7 @@ class Run:
         self.log(f"{self.prefix}: backlog of {total:,} publications written; starting the app "
                  f"(driver memory {self.driver_memory})")
         launch_ms = calc_now_ms()
+        row["launch_ms"] = launch_ms
         app = self.procs.start("app", [*GEOPS, *self.app_argv()], self.env, self.dir / "app.log")
         sampler = MemorySampler(app.popen.pid, limit_mb=s.memory_limit_mb)
         sampler.start()
@@ -467,7 +468,11 @@ class Run:
         row.update(parse_app_log(text))
         if row.get("failure"):
             row["reason"] = failure_reason(text)
-            row.update(phases(text, None))
+            with contextlib.suppress(ValueError):  # what it did before it stopped
+                row.update(summarise(data.get("BatchSummary", []),
+                                     data.get("PartitionLoad", []),
+                                     data.get("MoveReport", []), launch_ms))
+            row.update(phases(text, row.get("first_batch_s")))
             return row
         row.update(summarise(data.get("BatchSummary", []), data.get("PartitionLoad", []),
                              data.get("MoveReport", []), launch_ms))
