@@ -98,13 +98,14 @@ def _skews(text: str, flag: str = "--skews") -> tuple[float, ...]:
 
 def _hot_spots(args: argparse.Namespace) -> tuple[tuple[int, float], ...]:
     """(K, skew) of each hot-spot point asked for (none without --hot-partitions)."""
+    skews = _skews(args.hot_skews, "--hot-skews")  # checked even when unused: a typo is named
     if args.hot_partitions is None:
         return ()
     if args.hot_partitions < 1:
         raise CommandError("--hot-partitions must be at least 1", EXIT_USAGE)
     if args.quick or args.first_period_ab:
         raise CommandError("--hot-partitions applies to --full", EXIT_USAGE)
-    return tuple((args.hot_partitions, s) for s in _skews(args.hot_skews, "--hot-skews"))
+    return tuple((args.hot_partitions, s) for s in skews)
 
 
 def _interrupt(signum: int, _frame: object) -> None:

