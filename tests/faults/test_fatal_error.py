@@ -43,30 +43,39 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
+def run_small_heap(tmp_path: Path, env: dict[str, str], heap: str, flags: list[str],
+                   timeout: float, hung: str) -> tuple[int, str, str]:
+    """`geops app` (local[2], 2 workers) with a ``heap`` driver JVM: exit code, stdout, stderr.
+    Spark refuses a heap under 450 MiB unless its reserve is lowered, which the config does."""
+    small = tmp_path / "small.toml"
+    small.write_text('[spark.conf]\n"spark.testing.reservedMemory" = "0"\n')
+    app = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "app", "--config", str(small), "--master", "local[2]",
+         "--workers", "2", "--driver-memory", heap, *flags],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        out, err = app.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(app.pid, 9)
+        raise AssertionError(hung) from None
+    return app.returncode, out, err
+
+
 def test_out_of_memory_in_the_driver_ends_the_app_with_one_line(broker, tmp_path):
     env = kafka_env(broker, str(tmp_path / "state"), "fatal-")
     cfg = config.load(environ=env)
     w = generate_workload(seed=3, subscriptions=50_000, publications=10)
     load(cfg, Workload(w.subscriptions, w.publications, {}))
-    # Spark refuses a heap under 450 MiB unless its reserve is lowered; a small heap keeps the
-    # static side that overflows it small, so the test stays quick (64 MiB: the executors,
-    # which share the driver's JVM in local mode, run out while building 50,000 subscriptions).
-    small = tmp_path / "small.toml"
-    small.write_text('[spark.conf]\n"spark.testing.reservedMemory" = "0"\n')
+    # A small heap keeps the static side that overflows it small, so the test stays quick
+    # (64 MiB: the executors, which share the driver's JVM in local mode, run out while
+    # building 50,000 subscriptions).
     app_id = f"fatal-{os.getpid()}"
     started = time.monotonic()
-    app = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "app", "--config", str(small), "--master", "local[2]",
-         "--workers", "2", "--driver-memory", HEAP, "--app-id", app_id],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    try:
-        out, err = app.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(app.pid, 9)
-        raise AssertionError("the app hung after the fatal error") from None
+    code, out, err = run_small_heap(tmp_path, env, HEAP, ["--app-id", app_id], 300,
+                                    "the app hung after the fatal error")
     took = time.monotonic() - started
-    assert app.returncode == EXIT_FATAL, (out + err)[-4000:]
+    assert code == EXIT_FATAL, (out + err)[-4000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("geops app: the Spark driver JVM ran out of memory "
                            "(java.lang.OutOfMemoryError"), last
@@ -75,7 +84,7 @@ def test_out_of_memory_in_the_driver_ends_the_app_with_one_line(broker, tmp_path
     assert "50000 subscriptions (" in out + err  # it ran out while placing the static side
     time.sleep(1)
     assert not _processes_naming(app_id), "a process of the app outlived it"
-    print(f"\nexit {app.returncode} after {took:.0f} s: {last}")
+    print(f"\nexit {code} after {took:.0f} s: {last}")
 
 
 def test_a_static_side_bigger_than_the_driver_can_ship_runs_and_is_correct(broker, tmp_path):
@@ -91,22 +100,12 @@ def test_a_static_side_bigger_than_the_driver_can_ship_runs_and_is_correct(broke
     cfg = config.load(environ=env)
     w = generate_workload(seed=3, subscriptions=50_000, publications=300)
     load_subscriptions_only(cfg, w.subscriptions)
-    small = tmp_path / "small.toml"
-    small.write_text('[spark.conf]\n"spark.testing.reservedMemory" = "0"\n')
     producer = LiveProducer(cfg, w.publications, [Phase(150, rate=100), Phase(150)]).start()
-    app = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "app", "--config", str(small), "--master", "local[2]",
-         "--workers", "2", "--driver-memory", "150m", "--strategy", "sPIS",
-         "--stop-after-idle", "4s"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    try:
-        out, err = app.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        os.killpg(app.pid, 9)
-        raise AssertionError("the app did not finish") from None
+    code, out, err = run_small_heap(tmp_path, env, "150m",
+                                    ["--strategy", "sPIS", "--stop-after-idle", "4s"], 400,
+                                    "the app did not finish")
     producer.join()
-    assert app.returncode == 0, (out + err)[-4000:]
+    assert code == 0, (out + err)[-4000:]
     assert "built on the executors" in out + err
     keys, offsets, ids = oracle_match(w.subscriptions, w.publications.ids, w.publications.geoms)
     oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist()) for i, k in enumerate(keys)}
