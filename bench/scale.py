@@ -228,15 +228,24 @@ def batch_rows(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str
 REL_KEYS = ("first_batch_s", "throughput_busy", "batch_us_per_candidate", "join_us_per_candidate")
 
 
+def batch_size(row: Mapping[str, Any]) -> int | None:
+    """Records per batch of a run (its batches were full: the backlog outlasted them)."""
+    records, batches = _num(row.get("records")), _num(row.get("batches"))
+    return round(records / batches) if records and batches else None
+
+
 def relative_to_reference(rows: Sequence[dict[str, Any]], reference: int) -> list[dict[str, Any]]:
-    """Each ok row with ``<key>_rel`` = its value / the same strategy's value at ``reference``
-    subscriptions (the last ok reference row of the strategy)."""
-    ref = {r["strategy"]: r for r in rows
-           if r.get("status") == "ok" and int(r["subscriptions"]) == reference}
+    """Each row with ``<key>_rel`` = its value / the same strategy's value at ``reference``
+    subscriptions, from the reference run with the same records per batch when there is one
+    (else the strategy's last ok reference run); ``reference_batch`` says which."""
+    ok = [r for r in rows if r.get("status") == "ok" and int(r["subscriptions"]) == reference]
+    by_size = {(r["strategy"], batch_size(r)): r for r in ok}
+    last = {r["strategy"]: r for r in ok}
     out = []
     for r in rows:
         r = dict(r)
-        base = ref.get(r["strategy"])
+        base = by_size.get((r["strategy"], batch_size(r))) or last.get(r["strategy"])
+        r["reference_batch"] = batch_size(base) if base else None
         for k in REL_KEYS:
             v, b = _num(r.get(k)), _num(base.get(k)) if base else None
             r[f"{k}_rel"] = round(v / b, 3) if v is not None and b else None

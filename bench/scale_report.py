@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.scale import _num, phases, read_rows, relative_to_reference
+from bench.scale import _num, batch_size, phases, read_rows, relative_to_reference
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),
-    ("driver_memory", "driver mem", "{}"), ("status", "status", "{}"),
+    ("driver_memory", "driver mem", "{}"), ("batch_records", "per batch", "{:,.0f}"),
+    ("status", "status", "{}"),
     ("first_batch_s", "first batch s", "{:.1f}"), ("router_at_s", "router at", "{:.1f}"),
     ("static_at_s", "static at", "{:.1f}"), ("streaming_at_s", "streaming at", "{:.1f}"),
     ("static_build_s", "static build s", "{:.1f}"),
@@ -119,5 +120,7 @@ def with_phases(rows: list[dict[str, Any]], workdir: Path | None) -> list[dict[s
 
 def write_report(out: Path, reference: int, command: str, workdir: Path | None = None) -> None:
     rows = relative_to_reference(with_phases(read_rows(out / "runs.csv"), workdir), reference)
+    for r in rows:
+        r["batch_records"] = batch_size(r)
     (out / "table.md").write_text(f"<!-- {command} -->\n" + table(rows) + "\n")
     plots(rows, out)

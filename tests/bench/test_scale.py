@@ -156,3 +156,18 @@ def test_batch_rows():
     assert rows[1] == {"strategy": "sPIS", "batch_id": 1, "epoch": None, "start_s": 2.0,
                        "end_s": 2.5, "records": 100, "items": None, "duration_ms": 500,
                        "job_ms": None, "write_ms": None, "candidates": 7, "processing_ns": 9}
+
+
+def test_reference_with_the_same_batch_size():
+    rows = [{"strategy": "sPIS", "subscriptions": "10000", "status": "ok", "records": "20000",
+             "batches": "10", "throughput_busy": "100"},
+            {"strategy": "sPIS", "subscriptions": "10000", "status": "ok", "records": "6000",
+             "batches": "6", "throughput_busy": "80"},
+            {"strategy": "sPIS", "subscriptions": "100000", "status": "ok", "records": "20000",
+             "batches": "10", "throughput_busy": "50"},
+            {"strategy": "sPIS", "subscriptions": "300000", "status": "ok", "records": "6000",
+             "batches": "6", "throughput_busy": "40"},
+            {"strategy": "sPIS", "subscriptions": "1000000", "status": "failed"}]
+    out = relative_to_reference(rows, 10_000)
+    assert [r["throughput_busy_rel"] for r in out[2:4]] == [0.5, 0.5]
+    assert [r["reference_batch"] for r in out[2:]] == [2000, 1000, 1000]
