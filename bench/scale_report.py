@@ -56,8 +56,8 @@ def plots(rows: list[dict[str, Any]], out: Path) -> None:
     ok = [r for r in rows if r.get("status") == "ok"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for strategy in sorted({r["strategy"] for r in ok}):
-        rs = sorted((r for r in ok if r["strategy"] == strategy),
-                    key=lambda r: int(r["subscriptions"]))
+        last = {int(r["subscriptions"]): r for r in ok if r["strategy"] == strategy}
+        rs = [last[k] for k in sorted(last)]  # one point per size: its last run
         n = [int(r["subscriptions"]) for r in rs]
 
         def col(k: str, rs: list = rs) -> list[float]:
