@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from cli.common import CommandError, positive_int
+from cli.common import CommandError, duration_text, memory_size, positive_int
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 
@@ -42,15 +42,16 @@ def register_scale(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=9, help="workload seed (every size)")
     p.add_argument("--workers", type=positive_int, default=2, metavar="W")
     p.add_argument("--partitions", type=positive_int, default=16, metavar="P")
-    p.add_argument("--trigger", default="100ms")
+    p.add_argument("--trigger", type=duration_text, default="100ms")
     p.add_argument("--max-records-per-trigger", type=positive_int, default=2_000, metavar="R")
     p.add_argument("--move-after", type=positive_int, default=3, metavar="B",
                    help="batches with records before the forced move")
     p.add_argument("--max-batches", type=int, default=0, metavar="B",
                    help="stop a run after B batches with records once the move is reported "
                         "(0 = when the whole backlog is processed)")
-    p.add_argument("--driver-memory", default="4g")
-    p.add_argument("--retry-driver-memory", default="8g",
+    p.add_argument("--driver-memory", type=memory_size, default="4g")
+    p.add_argument("--retry-driver-memory", type=lambda t: memory_size(t) if t.strip() else "",
+                   default="8g",
                    help="driver memory of the one retry of a failed run ('' = no retry)")
     p.add_argument("--memory-limit", type=float, default=10_240.0, metavar="MB",
                    help="stop a run when the app's processes together hold more than MB "

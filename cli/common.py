@@ -51,6 +51,21 @@ def positive_duration(text: str) -> float:
     return value
 
 
+def duration_text(text: str) -> str:
+    """argparse type: a duration above zero (as ``positive_duration``), kept as written, for a
+    flag passed on to another command."""
+    positive_duration(text)
+    return text
+
+
+def memory_size(text: str) -> str:
+    """argparse type: a JVM memory size such as 4g or 512m."""
+    try:
+        return config.parse_memory(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def settings(args: argparse.Namespace) -> Config:
     """The resolved configuration of a subcommand (defaults < file < env < flags)."""
     return config.from_args(args)

@@ -124,7 +124,7 @@ def _between(low: int, high: int) -> Callable[[Any], None]:
     return check
 
 
-def _memory(text: Any) -> str:
+def parse_memory(text: Any) -> str:
     """A JVM memory size such as 4g, 512m or 0: digits and a unit k, m, g or t."""
     m = re.fullmatch(r"\s*(\d+)\s*([kmgt])?b?\s*", str(text), re.IGNORECASE)
     if isinstance(text, bool) or not m or (m.group(2) is None and int(m.group(1)) != 0):
@@ -134,7 +134,7 @@ def _memory(text: Any) -> str:
 
 def _optional_memory(text: Any) -> str:
     """A JVM memory size, or empty for Spark's own default."""
-    return "" if isinstance(text, str) and not text.strip() else _memory(text)
+    return "" if isinstance(text, str) and not text.strip() else parse_memory(text)
 
 
 def _positive_memory(value: str) -> None:
@@ -235,14 +235,14 @@ SETTINGS: tuple[Setting, ...] = (
             "the Spark UI of the app, at spark.ui.port of [spark.conf] (4040; the next free "
             "port when it is taken)", choices=("on", "off")),
     Setting("spark.driver_memory", "spark", "GEOPS_SPARK_DRIVER_MEMORY", "--driver-memory",
-            _memory, "heap of the driver JVM (in local mode also the executors'), given to "
+            parse_memory, "heap of the driver JVM (in local mode also the executors'), given to "
             "spark-submit at launch, e.g. 4g", check=_positive_memory),
     Setting("spark.executor_memory", "spark", "GEOPS_SPARK_EXECUTOR_MEMORY", "--executor-memory",
             _optional_memory, "heap of each executor JVM on a cluster (empty: Spark's default, 1g; "
             "local mode: unused)",
             check=_positive_memory),
     Setting("spark.driver_max_result_size", "spark", "GEOPS_SPARK_DRIVER_MAX_RESULT_SIZE",
-            "--driver-max-result-size", _memory, "largest result of one Spark job the driver "
+            "--driver-max-result-size", parse_memory, "largest result of one Spark job the driver "
             "accepts (0 = no limit)"),
     Setting("spark.driver_java_options", "spark", "GEOPS_SPARK_DRIVER_JAVA_OPTIONS",
             "--driver-java-options", _str, "extra JVM options of the driver, given to "
