@@ -581,16 +581,8 @@ class Run:
             c.close()
 
     def delete_topics(self) -> None:
-        from config import TOPICS
-        from kafkaio.clients import admin
-        with contextlib.suppress(Exception):
-            client = admin(self.cfg.kafka_client())
-            futures = client.delete_topics([self.cfg.topic(t) for t in TOPICS],
-                                           operation_timeout=60)
-            for f in futures.values():
-                with contextlib.suppress(Exception):
-                    f.result()
-
+        from kafkaio.topics import drop_topics
+        drop_topics(self.cfg, timeout=60)
 
 def calc_now_ms() -> int:
     return int(time.time() * 1000)

@@ -1,7 +1,9 @@
-"""Creating the configured topics, idempotently, with their partition counts and configs."""
+"""Creating the configured topics, idempotently, with their partition counts and configs;
+dropping them again after a benchmark run on a shared broker."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,6 +23,16 @@ class TopicResult:
     partitions: int
     outcome: str
     detail: str = ""
+
+
+def drop_topics(cfg: Config, timeout: float = 30.0) -> None:
+    """Delete the configured topics, best effort (a benchmark's clean-up: nothing to report)."""
+    with contextlib.suppress(Exception):
+        futures = admin(cfg.kafka_client()).delete_topics([cfg.topic(t) for t in TOPICS],
+                                                          operation_timeout=timeout)
+        for f in futures.values():
+            with contextlib.suppress(Exception):
+                f.result()
 
 
 def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,

@@ -29,10 +29,10 @@ import config
 from bench.live import calc
 from config import TOPICS
 from kafkaio import broker
-from kafkaio.clients import KafkaUnavailable, admin, consumer, producer
+from kafkaio.clients import KafkaUnavailable, consumer, producer
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import produce_records
-from kafkaio.topics import create_topics
+from kafkaio.topics import create_topics, drop_topics
 from schemas import DecodeError, codec
 from schemas.codec import HEADER_LEN
 from schemas.records import subscription_records
@@ -565,13 +565,7 @@ class Session:
                 code = self.procs.stop(proc)
                 self.log(f"{proc.name} stopped (exit code {code})")
         if delete_topics:
-            with contextlib.suppress(Exception):
-                client = admin(self.cfg.kafka_client())
-                futures = client.delete_topics([self.cfg.topic(t) for t in TOPICS],
-                                               operation_timeout=30)
-                for f in futures.values():
-                    with contextlib.suppress(Exception):
-                        f.result()
+            drop_topics(self.cfg)
 
 
 def process_parents() -> dict[int, int]:
