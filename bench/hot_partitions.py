@@ -36,7 +36,6 @@ import math
 import shutil
 import statistics
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,7 @@ from bench.paper.simulate import (
     Log,
     _point_workload,
     cost_models,
-    make_trace,
-    moving,
+    scenario_trace,
     simulate_mode,
 )
 from bench.paper.workloads import WorkloadKey, Workloads
@@ -122,15 +120,9 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
             if workload is None:
                 continue
             for model in group:
-                batch = model.batch_records * workers // model.physical_workers
-                trace = make_trace(workload, model.pipeline, parts, batch)
-                one = simulate_mode(trace, model, COST_MODE, workers=workers, period_s=period_s)
-                cycles = max(1, math.ceil(min_duration_s / one.time_s))
-                if scenario == "moving":
-                    cycles = max(2, cycles)
-                trace = replace(trace, cycles=cycles)
-                if scenario == "moving":
-                    trace = moving(trace, workers, hot_workers)
+                trace = scenario_trace(workload, model, parts, scenario, workers=workers,
+                                       hot_workers=hot_workers, period_s=period_s,
+                                       min_duration_s=min_duration_s)
                 runs = ([(COST_MODE, "none")] + [(DYNAMIC, p) for p in policies]
                         + [(ADAPTIVE, p) for p in adaptive_policies])
                 done = []

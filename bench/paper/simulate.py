@@ -592,6 +592,21 @@ def moving(trace: Trace, workers: int, hot_workers: int, at: float = 0.5) -> Tra
     return Trace(items, records, trace.static_bytes)
 
 
+def scenario_trace(workload: Workload, model: CostModel, parts: int, scenario: str, *,
+                   workers: int, hot_workers: int, period_s: float,
+                   min_duration_s: float) -> Trace:
+    """A point's trace for one cost model: its batches at ``workers``, cycled to last at least
+    ``min_duration_s`` under Static STAL (twice at least for a ``moving`` scenario, whose hot
+    region then moves half-way)."""
+    batch = model.batch_records * workers // model.physical_workers
+    trace = make_trace(workload, model.pipeline, parts, batch)
+    one = simulate_mode(trace, model, COST_MODE, workers=workers, period_s=period_s)
+    cycles = max(1, math.ceil(min_duration_s / one.time_s))
+    if scenario == "moving":
+        return moving(replace(trace, cycles=max(2, cycles)), workers, hot_workers)
+    return replace(trace, cycles=cycles)
+
+
 def ideal_time_s(trace: Trace, model: CostModel, workers: int, policy: str = "greedy") -> float:
     """Simulated time if every batch ran on the policy's best assignment for its own loads,
     moved for free and with every index already built: the balanced ideal."""
@@ -639,15 +654,9 @@ def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS
             if workload is None:
                 continue
             for model in group:
-                batch = model.batch_records * workers // model.physical_workers
-                trace = make_trace(workload, model.pipeline, parts, batch)
-                one = simulate_mode(trace, model, COST_MODE, workers=workers, period_s=period_s)
-                cycles = max(1, math.ceil(min_duration_s / one.time_s))
-                if scenario == "moving":
-                    cycles = max(2, cycles)
-                trace = replace(trace, cycles=cycles)
-                if scenario == "moving":
-                    trace = moving(trace, workers, hot_workers)
+                trace = scenario_trace(workload, model, parts, scenario, workers=workers,
+                                       hot_workers=hot_workers, period_s=period_s,
+                                       min_duration_s=min_duration_s)
                 ideal = ideal_time_s(trace, model, workers)
                 done = []
                 for mode in ADAPTIVE_MODES:

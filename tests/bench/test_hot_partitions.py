@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bench import hot_partitions
+from bench.paper import simulate
 from bench.paper.rows import read_rows
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from distributor import Params
@@ -84,7 +85,7 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(hot_partitions, "Workloads", FakeWorkloads)
     monkeypatch.setattr(hot_partitions, "_point_workload", lambda *a, **k: object())
-    monkeypatch.setattr(hot_partitions, "make_trace", lambda *a, **k: _trace(10))
+    monkeypatch.setattr(simulate, "make_trace", lambda *a, **k: _trace(10))  # scenario_trace's
     path = hot_partitions.compare_policies(tmp_path, tmp_path, policies=("greedy", "replicate"),
                                            pipelines=("sPS",), skews=(0.7,), moving_skew=None,
                                            workers=4, min_duration_s=1.0, period_s=1.0,
