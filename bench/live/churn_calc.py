@@ -123,15 +123,15 @@ def level_order(levels: Sequence[float], rounds: int) -> list[tuple[int, float]]
 
 def window_throughput(batches: Iterable[Mapping], t0_ms: float, t1_ms: float) -> dict:
     """Over the batches that ended in [t0, t1]: publications processed, processed per second
-    of the window, the share of the window the app spent in batches (busy), and publications
-    per busy second (what the app would process if it were never idle, an estimate of its
-    capacity under this load)."""
+    of the window, the seconds the app spent in batches (busy) and their share of the window,
+    and publications per busy second (what the app would process if it were never idle, an
+    estimate of its capacity under this load)."""
     bs = [b for b in batches if t0_ms <= b["end_time"] <= t1_ms]
     records = int(sum(b["records"] for b in bs))
     busy_ms = float(sum(b["duration_ms"] for b in bs))
     window_s = max((t1_ms - t0_ms) / 1000, 1e-9)
     return {"batches": len(bs), "records": records, "processed_rate": records / window_s,
-            "busy_share": busy_ms / 1000 / window_s,
+            "busy_s": busy_ms / 1000, "busy_share": busy_ms / 1000 / window_s,
             "per_busy_s": records / (busy_ms / 1000) if busy_ms > 0 else None,
             "batch_ms_mean": busy_ms / len(bs) if bs else None}
 

@@ -97,7 +97,7 @@ def test_window_throughput_counts_the_batches_that_ended_in_it():
     w = churn_calc.window_throughput(batches, 0, 2000)
     assert w["batches"] == 3 and w["records"] == 600
     assert w["processed_rate"] == 300          # 600 in 2 s
-    assert w["busy_share"] == pytest.approx(1.1 / 2)
+    assert w["busy_s"] == pytest.approx(1.1) and w["busy_share"] == pytest.approx(1.1 / 2)
     assert w["per_busy_s"] == pytest.approx(600 / 1.1)
     assert w["batch_ms_mean"] == pytest.approx(1100 / 3)
     empty = churn_calc.window_throughput([], 0, 1000)
