@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,10 @@ from config import TOPICS
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
 from kafkaio.offsets import EndOffsets, read_to_end
-from kafkaio.sender import produce_records
+from kafkaio.sender import Sender, produce_records
 from kafkaio.topics import create_topics, drop_topics
 from schemas import DecodeError, codec
+from schemas.assignment import command_fields
 from schemas.codec import HEADER_LEN
 from schemas.records import subscription_records
 
@@ -224,16 +225,24 @@ class Publisher(PacedProducer):
     """Writes publications at a steady offered rate, event_time = the time of sending.
 
     The geometries of a pool cycle; ids are unique per offer (``id_base`` + sequence), so a
-    phase's Match records are told apart by id.
+    phase's Match records are told apart by id. ``other_pools`` are more pools that ``use``
+    switches to, also in the middle of an offer (a hot spot that moves).
     """
 
-    def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray):
+    def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray,
+                 other_pools: Sequence[np.ndarray] = ()):
         super().__init__(client_conf)
         self.topic = topic
         self.header = codec().header("Publication")
-        self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(pool_geoms)]
+        self.pools = [[calc.encoded_geometry(w) for w in shapely.to_wkb(g)]
+                      for g in (pool_geoms, *other_pools)]
+        self.geoms = self.pools[0]
         self.failed = 0
         self._next_base = 1
+
+    def use(self, pool: int) -> None:
+        """Send the geometries of pool ``pool`` (0: the first) from the next publication on."""
+        self.geoms = self.pools[pool]
 
     def _report(self, err: Any, _msg: Any) -> None:
         if err is not None:
@@ -250,12 +259,13 @@ class Publisher(PacedProducer):
         """Offer ``rate`` publications/s for ``seconds``; ``events`` run once at their offset
         (seconds) without pausing the stream. Returns what was sent when."""
         produce = self._producer.produce
-        geoms, header, topic, n_geoms = self.geoms, self.header, self.topic, len(self.geoms)
+        header, topic = self.header, self.topic
         report = self._report
 
         def send(n: int, ms: int) -> None:
             pid = id_base + n
-            produce(topic, calc.publication_bytes(header, pid, geoms[n % n_geoms], ms),
+            geoms = self.geoms  # ``use`` may switch pools while the offer runs
+            produce(topic, calc.publication_bytes(header, pid, geoms[n % len(geoms)], ms),
                     str(pid).encode(), on_delivery=report)
 
         run = paced(rate, seconds, send, self._producer.poll, events, stop)
@@ -295,19 +305,23 @@ class MonitorData:
     moves: list[dict] = field(default_factory=list)
     commands: list[dict] = field(default_factory=list)
     memory: list[dict] = field(default_factory=list)
+    loads: list[tuple[int, int, int]] = field(default_factory=list)  # (time, partition, ns)
 
 
 class Monitor(threading.Thread):
     """Follows the metrics and control topics of the app from their end as of now, and every
     ``interval`` seconds samples the lag (publications topic end offsets minus the latest
     BatchSummary.source_end_offsets); with ``memory`` set, calls it every ``memory_every`` s
-    and keeps the rows."""
+    and keeps the rows; with ``loads`` set, keeps every PartitionLoad's time, partition and
+    processing_ns."""
 
     def __init__(self, cfg: config.Config, app_id: str, interval: float = 1.0,
-                 memory: Callable[[], dict] | None = None, memory_every: float = 10.0):
+                 memory: Callable[[], dict] | None = None, memory_every: float = 10.0,
+                 loads: bool = False):
         super().__init__(daemon=True, name="bench-live-monitor")
         self.cfg, self.app_id, self.interval = cfg, app_id, interval
         self.memory, self.memory_every = memory, memory_every
+        self.loads = loads
         self.data = MonitorData()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -329,9 +343,10 @@ class Monitor(threading.Thread):
         with self.lock:
             return self.data.samples[-1].lag if self.data.samples else None
 
-    def batches_with_records(self) -> int:
+    def batches_with_records(self, epoch: int = 0) -> int:
+        """Batches reported with records, under assignment ``epoch`` or a later one."""
         with self.lock:
-            return sum(1 for b in self.data.batches if b["records"])
+            return sum(1 for b in self.data.batches if b["records"] and b["epoch"] >= epoch)
 
     def run(self) -> None:
         dec = codec()
@@ -357,6 +372,9 @@ class Monitor(threading.Thread):
                             self.data.moves.append(rec)
                         elif name == "RebalanceCommand":
                             self.data.commands.append(rec)
+                        elif name == "PartitionLoad" and self.loads:
+                            self.data.loads.append((rec["time"], rec["partition"],
+                                                    rec["processing_ns"]))
                 now = time.monotonic()
                 if now >= next_sample:
                     next_sample = now + self.interval
@@ -398,7 +416,7 @@ class Session:
     def __init__(self, procs: Processes, address: str, workdir: Path, label: str,
                  subscriptions: Any, app: AppOptions, kafka_properties: Mapping[str, str],
                  log: Log, monitor_interval: float = 1.0,
-                 memory: bool = False, memory_every: float = 10.0):
+                 memory: bool = False, memory_every: float = 10.0, loads: bool = False):
         self.procs, self.log, self.app_opts = procs, log, app
         self.prefix = unique_prefix(label)
         self.dir = workdir / self.prefix
@@ -412,7 +430,7 @@ class Session:
                         subscription_records(subscriptions))
         log(f"{self.prefix}: topics created, {len(subscriptions):,} subscriptions loaded")
         self.monitor = Monitor(self.cfg, self.prefix, monitor_interval,
-                               self.memory_row if memory else None, memory_every)
+                               self.memory_row if memory else None, memory_every, loads)
         self.monitor.start()
 
     # processes
@@ -424,10 +442,24 @@ class Session:
         self._wait_log(self.app, "streaming from", timeout)
         self.log("the app's query runs")
 
-    def start_distributor(self, timeout: float = 60.0) -> None:
+    def start_distributor(self, mode: str = "dynamic") -> None:
+        """`geops distributor --mode MODE --metric LB` (the other settings: the defaults)."""
         self.distributor = self.procs.start(
-            "distributor", [*GEOPS, "distributor", "--mode", "dynamic", "--metric", "LB"],
+            "distributor", [*GEOPS, "distributor", "--mode", mode, "--metric", "LB"],
             self.env, self.dir / "distributor.log")
+
+    def command(self, epoch: int, owners: Sequence[Sequence[int]], reason: str) -> None:
+        """Write a RebalanceCommand giving each partition ``owners`` (as the distributor
+        would); the app applies it before its next batch."""
+        assignment, replicas = command_fields(owners)
+        sender = Sender(self.cfg.kafka_client())
+        try:
+            sender.send(self.cfg.topic("control"), codec().encode("RebalanceCommand", {
+                "epoch": epoch, "assignment": assignment, "moves": [], "mldc_before": 0.0,
+                "mldc_predicted": 0.0, "metric": "LB", "reason": reason, "time": now_ms(),
+                "app_id": self.prefix, "replicas": replicas}), key=self.prefix.encode())
+        finally:
+            sender.close(30)
 
     def wait_distributor(self, timeout: float = 60.0) -> None:
         assert self.distributor is not None
@@ -457,18 +489,20 @@ class Session:
 
     # waiting on the app
     def warm_up(self, publisher: Publisher, rate: float, batches: int = 3,
-                timeout: float = 240.0) -> None:
+                timeout: float = 240.0, epoch: int = 0) -> None:
         """Offer ``rate`` in 2 s chunks until the app reported ``batches`` batches with
-        records (the first one carries Spark's warm-up), then drain."""
+        records under assignment ``epoch`` or later (the first one carries Spark's warm-up,
+        or the move), then drain."""
         deadline = time.monotonic() + timeout
-        while self.monitor.batches_with_records() < batches:
+        while self.monitor.batches_with_records(epoch) < batches:
             self.check_alive()
             if time.monotonic() > deadline:
                 raise BenchFailed(f"the app reported no batch within {timeout:.0f} s of "
                                   f"warm-up; see {self.app.log if self.app else '-'}")
             publisher.offer(rate, 2.0, publisher.new_base())
         self.drain()
-        self.log(f"warmed up ({self.monitor.batches_with_records()} batches)")
+        self.log(f"warmed up ({self.monitor.batches_with_records(epoch)} batches"
+                 + (f" of epoch {epoch} or later)" if epoch else ")"))
 
     def drain(self, timeout: float = 300.0) -> float:
         """Wait until the app processed everything written; the seconds it took."""
