@@ -14,6 +14,11 @@ steady (default): find the maximum sustainable rate (the highest offered rate at
 rebalance: a skewed stream (--skew of the items on --hot-workers of the workers); after the
   search, 70 % of the rate sustained while skewed for --duration, the distributor (Table 1
   defaults) starting a third of the way in; latency before, during and after its rebalance.
+moving: a hot spot that moves mid-stream (--skew of the items on workers 0..H-1, then on
+  W/2..W/2+H-1, --shifts times, every --duration); 70 % of the rate the first side's stream
+  sustains, the distributor (--distributor-mode, adaptive by default) running throughout;
+  rebalances after each shift, latency per phase, and capacity (publications per busy second)
+  against an ideal run of the same phases on balanced assignments.
 --soak DURATION: 70 % with the distributor for DURATION; lag and the resident memory of every
   process (app JVM, Python workers, broker, distributor) every 10 s; growth first vs last 20 %.
 
@@ -38,20 +43,28 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     p = bench_parser(benches, "live", __doc__,
                      "max sustainable rate and latency on a live stream (also a rebalance "
                      "scenario and a soak)")
-    p.add_argument("--scenario", choices=("steady", "rebalance"), default="steady",
-                   help="steady (default) or rebalance (skewed stream, distributor)")
+    p.add_argument("--scenario", choices=("steady", "rebalance", "moving"), default="steady",
+                   help="steady (default), rebalance (skewed stream, distributor) or moving "
+                        "(the hot spot moves between workers, distributor, ideal run)")
     p.add_argument("--soak", metavar="DURATION",
                    help="run at 70%% with the distributor for DURATION (e.g. 30m) and record "
                         "lag and memory every 10 s")
     p.add_argument("--out", metavar="DIR",
-                   help="results directory (default docs/results/live, .../live/rebalance or "
-                        ".../live/soak)")
+                   help="results directory (default docs/results/live, .../live/rebalance, "
+                        ".../live/soak or, for moving, docs/results/adaptive/moving)")
     add_workdir_arguments(p)
     w = add_workload_arguments(p)
     w.add_argument("--skew", type=float, default=0.9,
-                   help="rebalance scenario: share of stream items on the hot workers (0.9)")
+                   help="rebalance and moving scenarios: share of stream items on the hot "
+                        "workers (0.9)")
     w.add_argument("--hot-workers", type=positive_int, default=1, metavar="H",
-                   help="rebalance scenario: hot workers (default 1)")
+                   help="rebalance and moving scenarios: hot workers (default 1)")
+    w.add_argument("--shifts", type=positive_int, default=2, metavar="N",
+                   help="moving scenario: times the hot spot moves, every --duration (default "
+                        "2: on worker 0, then 1, then 0 again)")
+    w.add_argument("--distributor-mode", choices=("adaptive", "dynamic"), default="adaptive",
+                   help="moving scenario: the distributor's --mode (default adaptive; dynamic "
+                        "= Table 1)")
     a = p.add_argument_group("app")
     a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
@@ -71,7 +84,8 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     s.add_argument("--levels", default="50,70,90", metavar="LIST",
                    help="percentages of the maximum to offer (default 50,70,90)")
     s.add_argument("--duration", default="60s", metavar="D",
-                   help="length of each level / of the rebalance phase (60s)")
+                   help="length of each level / of the rebalance phase / of each phase of the "
+                        "moving hot spot (60s)")
     s.add_argument("--trigger-sweep", default="", metavar="LIST",
                    help="steady: also offer 70%% with each of these triggers, e.g. "
                         "100ms,250ms,1s (the app restarts for each)")
@@ -178,12 +192,19 @@ def build_spec(args: argparse.Namespace):
         raise CommandError("--skew must be in [0.5, 1)", EXIT_USAGE)
     if args.hot_workers >= args.workers and args.scenario == "rebalance":
         raise CommandError("--hot-workers must be fewer than --workers", EXIT_USAGE)
+    if args.scenario == "moving" and 2 * args.hot_workers > args.workers:
+        raise CommandError("--hot-workers: the moving hot spot needs --workers >= 2 x "
+                           f"--hot-workers, got {args.hot_workers} of {args.workers}", EXIT_USAGE)
+    if args.scenario == "moving" and args.soak:
+        raise CommandError("--soak runs the steady or rebalance stream, not --scenario moving",
+                           EXIT_USAGE)
     if args.start_rate <= 0 or (args.max_rate is not None and args.max_rate <= 0):
         raise CommandError("rates must be positive", EXIT_USAGE)
     soak = duration(args.soak, "--soak") if args.soak else None
     given, kafka_props = kafka_settings(args)
     default_out = ("docs/results/live/soak" if soak else
                    "docs/results/live/rebalance" if args.scenario == "rebalance"
+                   else "docs/results/adaptive/moving" if args.scenario == "moving"
                    else "docs/results/live")
     return LiveSpec(
         out=Path(args.out or default_out), scenario=args.scenario, soak=soak,
@@ -194,7 +215,8 @@ def build_spec(args: argparse.Namespace):
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
         max_growth_s=args.max_growth, max_rate=args.max_rate, levels=levels,
         duration_s=duration(args.duration, "--duration"), trigger_sweep=sweep,
-        skew=args.skew, hot_workers=args.hot_workers, bootstrap_servers=given,
+        skew=args.skew, hot_workers=args.hot_workers, shifts=args.shifts,
+        distributor_mode=args.distributor_mode, bootstrap_servers=given,
         kafka_properties=kafka_props,
         workdir=Path(args.workdir) if args.workdir else None, keep_workdir=args.keep_workdir,
         command=command_line())

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench.live import calc
+from schemas.assignment import initial_assignment
 
 Log = Any
 
@@ -217,6 +218,14 @@ def latency_table(sums: Sequence[dict]) -> list[str]:
     return lines
 
 
+def window_table(wins: Sequence[dict]) -> list[str]:
+    """Markdown rows of ``calc.windows``' latency windows."""
+    return ["| window | seconds | matched | p50 ms | p95 ms | p99 ms | max ms |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            *(f"| {w['window']} | {w['seconds']:.1f} | {w['count']:,} | {_ms(w['p50'])} | "
+              f"{_ms(w['p95'])} | {_ms(w['p99'])} | {_ms(w['max'])} |" for w in wins)]
+
+
 LEGEND = ("Latency: the publication's event time (set when the benchmark's producer sent it) "
           "to the Kafka timestamp of its Match record (when the app produced it), over every "
           "publication that matched at least one subscription. Lag: the publications topic's "
@@ -291,12 +300,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     if not result["commands"]:
         lines.append("**The distributor did not rebalance during the phase.**")
     lines += ["", "Windows by publication event time (during = from the command to 5 s after "
-              "the app reported the move):", "",
-              "| window | seconds | matched | p50 ms | p95 ms | p99 ms | max ms |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
-    for w in wins:
-        lines.append(f"| {w['window']} | {w['seconds']:.1f} | {w['count']:,} | {_ms(w['p50'])} "
-                     f"| {_ms(w['p95'])} | {_ms(w['p99'])} | {_ms(w['max'])} |")
+              "the app reported the move):", "", *window_table(wins)]
     before = next((w for w in wins if w["window"] == "before"), None)
     during = next((w for w in wins if w["window"] == "during"), None)
     if before and during and before["p99"] and during["p99"]:
@@ -381,3 +385,112 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1%}"
+
+
+def write_moving(spec: Any, result: dict, log: Log) -> None:
+    """moving.csv (per phase), windows.csv, commands.csv, timeline/batches/search CSVs, the
+    raw latencies, timeline.png and README.md of the moving hot spot."""
+    out = Path(spec.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run, ideal = result["run"], result["ideal"]
+    every = [run, *ideal]
+    _write_csv(out / "moving.csv", result["phases"])
+    _write_csv(out / "windows.csv", result["windows"])
+    _write_csv(out / "commands.csv", result["commands"])
+    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
+    _write_csv(out / "timeline.csv", [r for p in every for r in timeline_rows(p)])
+    _write_csv(out / "batches.csv", [r for p in every for r in batch_rows(p)])
+    _write_csv(out / "ideal_moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
+                                          "partitions_moved": len(m["partitions_moved"]),
+                                          "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
+                                         for m in result["ideal_moves"]])
+    write_raw(out / "latency_raw.csv.gz", every)
+    plot_timelines(out / "timeline.png", every, marks=True)
+    ratio = result["ratio"]
+    n = spec.shifts
+    lines = ["# geops bench live --scenario moving", "",
+             f"{_setup(spec)}; the hot spot moves: {spec.skew:.0%} of the stream items in the "
+             f"partitions of {spec.hot_workers} of {spec.app.workers} workers, moving {n} "
+             f"time(s) every {spec.duration_s:.0f} s between workers 0..H-1 and W/2..W/2+H-1 "
+             f"(initial assignment; `geops generate --moving-hotspot`'s workload, each side "
+             f"a pool of half the geometries). Machine: {_machine()}.", "",
+             "```", _command(spec), "```", "",
+             *_search_md(result["max_rate"], result["verdicts"], spec),
+             ("The search offered the first side's stream, without the distributor. "
+              if result["verdicts"] else "") +
+             f"Offered {result['rate']:,.0f} publications/s (70 % of that) as one stream of "
+             f"{(n + 1) * spec.duration_s:.0f} s, with `geops distributor --mode "
+             f"{spec.distributor_mode} --metric LB` (policy {result['policy']}) running "
+             "throughout.", "",
+             "**Ideal**: a second app on fresh topics, no distributor, offered each phase's "
+             f"stream for {spec.duration_s:.0f} s at the same rate on the owners that policy "
+             f"{result['policy']} proposes for that phase's per-partition processing times "
+             "measured in the run (second half of the phase), commanded before the phase and "
+             "moved during a few unmeasured batches: the same stream, balanced from its first "
+             "publication, no move inside the measurement. Capacity = publications per busy "
+             "second (records over the sum of BatchSummary.duration_ms; `bench churn`'s "
+             "measure): at the same offered rate both keep up, so the processed rate is the "
+             "same and only the busy time tells them apart. The ideal's owners per phase: "
+             + "; ".join(f"phase {k}: {_plan(plan, spec.app.workers)}"
+                         for k, plan in enumerate(result["plans"]))
+             + ".", "",
+             "| phase | hot | rebalances | first command s after shift | batches | busy | "
+             "pub per busy s | ideal pub per busy s | ratio | p50 ms | p99 ms | ideal p50 ms | "
+             "ideal p99 ms | load avg |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["phases"]:
+        lines.append(
+            f"| {r['phase']} | {r['hot']} | {r['rebalances']} | "
+            f"{'-' if r['first_command_s'] is None else format(r['first_command_s'], '.1f')} | "
+            f"{r['batches']} | {r['busy_share']:.0%} | {_ms(r['per_busy_s'])} | "
+            f"{_ms(r['ideal_per_busy_s'])} | {_ratio(r['ratio'])} | {_ms(r['p50_ms'])} | "
+            f"{_ms(r['p99_ms'])} | {_ms(r['ideal_p50_ms'])} | {_ms(r['ideal_p99_ms'])} | "
+            f"{'-' if r['loadavg_1m'] is None else format(r['loadavg_1m'], '.1f')} |")
+    lines += ["", f"Over all phases: {_ms(ratio['run_per_busy_s'])} vs "
+              f"{_ms(ratio['ideal_per_busy_s'])} publications per busy second, ratio "
+              f"**{_ratio(ratio['overall'])}** (target ≥ 0.90: "
+              f"{'met' if result['within'] else 'not met'}). Rebalances per phase "
+              f"{result['per_phase']} (phase 0 is the stream's start; target: 1-2 after every "
+              f"shift: {'met' if result['follows'] else 'not met'}).", "",
+              "Rebalance commands (time from the stream's start; move as the app reported it):",
+              "", "| epoch | phase | s | s after shift | moves | replicated | MLDC before -> "
+              "predicted | moved MB | move ms |", "|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for c in result["commands"]:
+        lines.append(
+            f"| {c['epoch']} | {'-' if c['phase'] is None else c['phase']} | "
+            f"{c['time_s']:.1f} | "
+            f"{'-' if c['after_shift_s'] is None else format(c['after_shift_s'], '.1f')} | "
+            f"{c['moves']} | {c['replicated']} | {c['mldc_before']:.2f} -> "
+            f"{c['mldc_predicted']:.2f} | "
+            f"{'-' if c['moved_bytes'] is None else format(c['moved_bytes'] / 1e6, '.2f')} | "
+            f"{_ms(c['move_ms'])} |")
+    if not result["commands"]:
+        lines.append("| (none) | | | | | | | | |")
+    lines += ["", "Latency windows by publication event time in each phase (before the "
+              "phase's first command, during = to 5 s after its move, after):", "",
+              *window_table(result["windows"])]
+    lines += ["", "Whole runs:", "", *latency_table([p.summary() for p in every]), "", LEGEND,
+              "", "Files: `moving.csv` (the phase table), `commands.csv` (with the distributor's "
+              "reasons), `windows.csv`, `timeline.csv`, `batches.csv` (run and ideal), "
+              "`ideal_moves.csv`, `search.csv`, `latency_raw.csv.gz`, `timeline.png` (the run "
+              "with the shifts and the commands' epochs marked, then the ideal phases).", ""]
+    (out / "README.md").write_text("\n".join(lines))
+    log(f"wrote {out}/README.md and its CSVs and plots")
+    log(f"  rebalances per phase {result['per_phase']}; capacity vs ideal "
+        f"{_ratio(ratio['overall'])} (per phase "
+        + ", ".join(_ratio(x) for x in ratio["phases"]) + ")")
+
+
+def _plan(plan: dict, workers: int) -> str:
+    """An ideal phase's owners in a few words: partitions off their initial worker, replicated
+    ones, the MLDC they leave."""
+    owners = plan["owners"]
+    start = initial_assignment(len(owners), workers)
+    moved = sum(1 for o, w in zip(owners, start, strict=True) if o[0] != w)
+    replicated = sum(1 for o in owners if len(o) > 1)
+    mldc = "-" if plan["mldc"] is None else f"{plan['mldc']:.3f}"
+    return f"{moved} partition(s) off their initial worker, {replicated} replicated, MLDC {mldc}"
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"

@@ -1,4 +1,5 @@
-"""`geops bench live`: the scenarios (steady, rebalance, soak) built from the harness parts."""
+"""`geops bench live`: the scenarios (steady, rebalance, soak) built from the harness parts;
+the moving hot spot is in ``bench.live.moving``."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ class LiveSpec(BenchEnv):
     """Everything the command line chose."""
 
     out: Path
-    scenario: str = "steady"             # steady | rebalance
+    scenario: str = "steady"             # steady | rebalance | moving
     soak: float | None = None            # seconds, or None
     subscriptions: int = 10_000
     pool: int = 20_000
@@ -66,6 +67,8 @@ class LiveSpec(BenchEnv):
     trigger_sweep: tuple[str, ...] = ()
     skew: float = 0.9
     hot_workers: int = 1
+    shifts: int = 2                      # moving: times the hot spot moves
+    distributor_mode: str = "adaptive"   # moving: adaptive | dynamic
 
     @property
     def monitor_interval(self) -> float:
@@ -157,15 +160,17 @@ class Bench:
         self.log("everything the benchmark started is stopped")
 
     def session(self, label: str, workload: Workload, trigger: str | None = None,
-                memory: bool = False, app: AppOptions | None = None) -> Session:
-        """A new session of ``app`` (default: the spec's), with ``trigger`` if given."""
+                memory: bool = False, app: AppOptions | None = None,
+                loads: bool = False) -> Session:
+        """A new session of ``app`` (default: the spec's), with ``trigger`` if given; its
+        monitor keeps the processes' memory (``memory``) and the partition loads (``loads``)."""
         app = app or self.spec.app
         if trigger is not None:
             app = AppOptions(**{**app.__dict__, "trigger": trigger})
         s = Session(self.procs, self.address, self.workdir, label, workload.subscriptions, app,
                     self.spec.kafka_properties, self.log,
                     monitor_interval=self.spec.monitor_interval,
-                    memory=memory)
+                    memory=memory, loads=loads)
         self.sessions.append(s)
         return s
 
@@ -255,8 +260,9 @@ def _n(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
-def _max_rate(spec: LiveSpec, s: Session, pub: Publisher, log: Log
-              ) -> tuple[float, list[calc.Verdict]]:
+def find_max_rate(spec: LiveSpec, s: Session, pub: Publisher, log: Log
+                  ) -> tuple[float, list[calc.Verdict]]:
+    """``spec.max_rate`` if given, else the search's maximum sustainable rate."""
     if spec.max_rate is not None:
         log(f"maximum sustainable rate given: {spec.max_rate:,.0f} pub/s (no search)")
         return spec.max_rate, []
@@ -272,7 +278,7 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
         s.start_app()
         pub = publisher_for(s, workload)
         s.warm_up(pub, spec.start_rate)
-        best, verdicts = _max_rate(spec, s, pub, log)
+        best, verdicts = find_max_rate(spec, s, pub, log)
         phases = []
         for level in spec.levels:
             phases.append(phase(s, pub, f"{level:.0%} of max", nice(level * best),
@@ -306,7 +312,7 @@ def run_rebalance(spec: LiveSpec, log: Log) -> dict:
         s.start_app()
         pub = publisher_for(s, workload)
         s.warm_up(pub, spec.start_rate)
-        best, verdicts = _max_rate(spec, s, pub, log)
+        best, verdicts = find_max_rate(spec, s, pub, log)
         rate = nice(0.7 * best)
         at = spec.duration_s / 3
 
@@ -350,7 +356,7 @@ def run_soak(spec: LiveSpec, log: Log) -> dict:
         s.start_app()
         pub = publisher_for(s, workload)
         s.warm_up(pub, spec.start_rate)
-        best, verdicts = _max_rate(spec, s, pub, log)
+        best, verdicts = find_max_rate(spec, s, pub, log)
         s.start_distributor()
         s.wait_distributor()
         rate = nice(0.7 * best)
@@ -388,5 +394,9 @@ def main(spec: LiveSpec, log: Log) -> None:
         run_soak(spec, log)
     elif spec.scenario == "rebalance":
         run_rebalance(spec, log)
+    elif spec.scenario == "moving":
+        from bench.live.moving import run_moving  # it builds on this module's parts
+
+        run_moving(spec, log)
     else:
         run_steady(spec, log)

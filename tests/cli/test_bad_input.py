@@ -201,6 +201,9 @@ CASES = [
     (["stats", "--periods", "0"], ["--periods", "0"]),
     (["bench", "kernel", "--subscriptions", "0"], ["--subscriptions", "0"]),
     (["bench", "decode", "--publications", "x"], ["--publications", "x"]),
+    (["bench", "live", "--scenario", "moving", "--hot-workers", "2"], ["--hot-workers"]),
+    (["bench", "live", "--scenario", "moving", "--soak", "1m"], ["--soak", "moving"]),
+    (["bench", "live", "--shifts", "0"], ["--shifts", "0"]),
     (["bench", "nothing"], ["nothing"]),
 ]
 
