@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import shapely
 
-from geops.model import Relation
+from geops.model import Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.partitioning import PARTITIONERS
 from geops.strategies import LocalRunner, build_strategy
@@ -33,6 +33,21 @@ def test_strategy_equals_oracle(cases, strategy, partitioner, partitions):
         keys, geoms = cases.publications(seed, subs, cells)
         got = LocalRunner(built).match(keys, geoms)
         _assert_same(got, oracle_match(subs, keys, geoms))
+
+
+@pytest.mark.parametrize("strategy", ["sPS", "sPIS", "RIhPS", "RIsPS"])
+def test_subscriptions_sharing_geometries_equal_oracle(cases, strategy):
+    """Many subscriptions of one geometry under different relations (the payload stores it
+    once and the partition matches the shared object): still exactly the oracle's matches."""
+    pool = cases.subscriptions(7, n=30)
+    rng = np.random.default_rng(5)
+    pick = rng.integers(0, len(pool), 240)
+    subs = Subscriptions(np.arange(240) * 3 - 100, pool.geoms[pick],
+                         rng.integers(0, len(Relation), 240))
+    built = build_strategy(strategy, subs, 8)
+    cells = None if built.partitioner is None else built.partitioner.cells
+    keys, geoms = cases.publications(7, subs, cells)
+    _assert_same(LocalRunner(built).match(keys, geoms), oracle_match(subs, keys, geoms))
 
 
 def test_cases_exercise_every_relation_and_the_cell_borders(cases):

@@ -39,6 +39,31 @@ def test_payload_round_trip_is_exact(cases):
         payload_codec.decode(b"x" * 80)
 
 
+def test_payload_stores_each_distinct_geometry_once():
+    """Subscriptions with identical geometries (same WKB) share one stored, and after decoding
+    one shared, geometry; a geometry equal but not identical (its ring reversed) stays apart."""
+    pool = np.array([shapely.box(0, 0, 1, 1), shapely.box(1, 1, 3, 2), shapely.Point(0.5, 2),
+                     shapely.LineString([(0, 0), (2, 1)]),
+                     shapely.Polygon([(0, 0), (4, 0), (0, 3)])], dtype=object)
+    reversed_ring = shapely.reverse(pool[0])
+    rng = np.random.default_rng(3)
+    geoms = np.r_[pool[rng.integers(0, len(pool), 200)], reversed_ring]
+    subs = Subscriptions(np.arange(len(geoms)) * 7 - 50, geoms, rng.integers(0, 10, len(geoms)))
+    data = payload_codec.encode(subs)
+    distinct_wkb = sum(len(w) for w in shapely.to_wkb(np.r_[pool, reversed_ring]))
+    # header, per subscription id + geometry number + relation, one collection of the distinct
+    assert len(data) == payload_codec._HEADER.size + 13 * len(geoms) + 9 + distinct_wkb
+    back, _ = payload_codec.decode(data)
+    assert shapely.equals_identical(back.geoms, subs.geoms).all()
+    assert np.array_equal(back.ids, subs.ids) and np.array_equal(back.relations, subs.relations)
+    assert len({id(g) for g in back.geoms}) == len(pool) + 1
+    corrupt = bytearray(data)
+    number_at = payload_codec._HEADER.size + 8 * len(subs)
+    corrupt[number_at:number_at + 4] = (len(pool) + 1).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="do not fit"):
+        payload_codec.decode(bytes(corrupt))
+
+
 @pytest.mark.parametrize("name", ["sPS", "RIhPS"])
 def test_pieces_built_apart_merge_into_the_partitions_payload(name, cases):
     """Executors build a partition from pieces of the topic (``app.static_build``): merged,
