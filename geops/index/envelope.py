@@ -23,11 +23,14 @@ def _properties() -> rtree_index.Property:
 
 
 class EnvelopeIndex:
-    """R-tree over envelopes ``(xmin, ymin, xmax, ymax)``; entry k of the build is slot k."""
+    """R-tree over envelopes ``(xmin, ymin, xmax, ymax)``; entry k of the build is slot k.
+
+    It keeps the ``bounds`` it is built from without copying them (the partition index and the
+    router hold the same array; nothing changes one in place)."""
 
     def __init__(self, bounds: np.ndarray):
         bounds = np.asarray(bounds, np.float64).reshape(-1, 4)
-        self._bounds = bounds.copy()
+        self._bounds = bounds
         self._alive = np.ones(len(bounds), bool)
         if len(bounds):
             slots = np.arange(len(bounds), dtype=np.int64)

@@ -13,11 +13,14 @@ from geops.index.envelope import EnvelopeIndex
 
 
 class GlobalIndex:
-    """R-tree of subscription envelopes whose entries carry (partition, subscription id)."""
+    """R-tree of subscription envelopes whose entries carry (partition, subscription id).
+
+    It keeps the arrays it is built from without copying them (a router's, which every
+    stream-side process holds anyway; changes replace them, never write into them)."""
 
     def __init__(self, ids: np.ndarray, bounds: np.ndarray, partitions: np.ndarray):
-        self._ids = np.asarray(ids, np.int64).copy()
-        self._partitions = np.asarray(partitions, np.int32).copy()
+        self._ids = np.asarray(ids, np.int64)
+        self._partitions = np.asarray(partitions, np.int32)
         if len(np.unique(self._ids)) != len(self._ids):
             raise ValueError("subscription ids must be unique")
         self._tree = EnvelopeIndex(bounds)
