@@ -213,8 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     workload = generate_workload(seed=args.seed, subscriptions=args.subscriptions,
                                  publications=args.publications)
     tracemalloc.start()
-    for name in args.strategies:
-        print(format_report(measure_strategy(name, workload, args.partitions)), flush=True)
+    try:
+        for name in args.strategies:
+            print(format_report(measure_strategy(name, workload, args.partitions)), flush=True)
+    finally:
+        tracemalloc.stop()
     return 0
 
 
