@@ -90,10 +90,15 @@ def place_pieces(spec: BuildSpec, rows: Iterable[tuple[int, Latest]]
     if not live:
         return
     ids = np.array([sid for sid, _ in live], np.int64)
-    geoms = shapely.from_wkb(np.array([rec[2] for _, rec in live], object), on_invalid="ignore")
+    # each distinct geometry is read and checked once (subscribers of one area share it)
+    first: dict[bytes, int] = {}
+    number = np.fromiter((first.setdefault(rec[2], len(first)) for _, rec in live), np.intp,
+                         len(live))
+    distinct = shapely.from_wkb(np.array(list(first), object), on_invalid="ignore")
+    usable = np.array([problem is None for problem in geometry_problems(distinct)], bool)
     rels = np.array([rec[3] for _, rec in live], np.int8)
-    keep = np.array([problem is None for problem in geometry_problems(geoms)], bool)
-    subs = Subscriptions(ids[keep], geoms[keep], rels[keep])
+    keep = usable[number]
+    subs = Subscriptions(ids[keep], distinct[number[keep]], rels[keep])
     partitioner = None if spec.partitioner is None else spec.partitioner.value
     members, pids = KINDS[spec.strategy].place(subs, partitioner, spec.num_partitions)
     order = np.argsort(pids, kind="stable")
