@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import shapely
 
-from geops.model import Relation, Subscriptions, geometry_problems
+from geops.model import Relation, Subscriptions, geometries_from_wkb
 from geops.strategies import payload
 from geops.strategies.strategy import KINDS
 
@@ -90,15 +89,10 @@ def place_pieces(spec: BuildSpec, rows: Iterable[tuple[int, Latest]]
     if not live:
         return
     ids = np.array([sid for sid, _ in live], np.int64)
-    # each distinct geometry is read and checked once (subscribers of one area share it)
-    first: dict[bytes, int] = {}
-    number = np.fromiter((first.setdefault(rec[2], len(first)) for _, rec in live), np.intp,
-                         len(live))
-    distinct = shapely.from_wkb(np.array(list(first), object), on_invalid="ignore")
-    usable = np.array([problem is None for problem in geometry_problems(distinct)], bool)
+    geoms, problems = geometries_from_wkb([rec[2] for _, rec in live])
     rels = np.array([rec[3] for _, rec in live], np.int8)
-    keep = usable[number]
-    subs = Subscriptions(ids[keep], distinct[number[keep]], rels[keep])
+    keep = np.array([problem is None for problem in problems], bool)
+    subs = Subscriptions(ids[keep], geoms[keep], rels[keep])
     partitioner = None if spec.partitioner is None else spec.partitioner.value
     members, pids = KINDS[spec.strategy].place(subs, partitioner, spec.num_partitions)
     order = np.argsort(pids, kind="stable")

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import shapely
 
-from geops.model import Relation, Subscriptions, geometry_problems
+from geops.model import Relation, Subscriptions, geometries_from_wkb
 from kafkaio.offsets import EndOffsets, read_between
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 from kafkaio.sender import Sender
@@ -97,11 +96,10 @@ def _split(latest: dict, report: LoadReport, dead_letter: DeadLetter | None) -> 
     if not live:
         return Change(Subscriptions.empty(), deletes, report)
     ids = np.array([k for k, _ in live], np.int64)
-    geoms = shapely.from_wkb(np.array([v[0] for _, v in live], dtype=object),
-                             on_invalid="ignore")
+    geoms, problems = geometries_from_wkb([v[0] for _, v in live])
     rels = np.array([v[1] for _, v in live], np.int8)
     keep = np.ones(len(ids), bool)
-    for i, problem in enumerate(geometry_problems(geoms)):
+    for i, problem in enumerate(problems):
         if problem:
             keep[i] = False
             msg = live[i][1][2]

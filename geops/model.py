@@ -131,3 +131,15 @@ def geometry_problems(geoms: np.ndarray, finite_known: np.ndarray | None = None
         else:
             out[i] = f"invalid geometry: {shapely.is_valid_reason(geoms[i])}"
     return out
+
+
+def geometries_from_wkb(wkbs: list[bytes]) -> tuple[np.ndarray, list[str | None]]:
+    """Geometries of WKB records (None where unreadable) and each one's problem
+    (``geometry_problems``), read and checked once per distinct WKB: records of one geometry
+    (subscribers of one area) share one geometry object."""
+    first: dict[bytes, int] = {}
+    number = np.fromiter((first.setdefault(wkb, len(first)) for wkb in wkbs), np.intp,
+                         len(wkbs))
+    distinct = shapely.from_wkb(np.array(list(first), object), on_invalid="ignore")
+    problems = geometry_problems(distinct)
+    return distinct[number], [problems[i] for i in number.tolist()]

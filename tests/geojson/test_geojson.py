@@ -15,7 +15,13 @@ from geops.geojson import (
     write_publications,
     write_subscriptions,
 )
-from geops.model import Publications, Relation, Subscriptions, geometry_problems
+from geops.model import (
+    Publications,
+    Relation,
+    Subscriptions,
+    geometries_from_wkb,
+    geometry_problems,
+)
 
 
 def fc(path, features):
@@ -40,6 +46,19 @@ def test_geometry_problems_names_each_defect():
     assert problems[2] == "empty geometry"
     assert problems[3].startswith("non-finite") and problems[4].startswith("non-finite")
     assert problems[5].startswith("invalid geometry: Self-intersection")
+
+
+def test_geometries_from_wkb_reads_each_distinct_record_once():
+    square = shapely.box(0, 0, 1, 1)
+    bowtie = shapely.from_wkt("POLYGON ((0 0, 1 1, 1 0, 0 1, 0 0))")
+    wkbs = [square.wkb, bowtie.wkb, b"junk", square.wkb, shapely.Point(3, 4).wkb, bowtie.wkb]
+    geoms, problems = geometries_from_wkb(wkbs)
+    assert geoms[0] is geoms[3] and geoms[1] is geoms[5] and geoms[2] is None
+    assert shapely.equals_identical(geoms[[0, 4]], [square, shapely.Point(3, 4)]).all()
+    assert problems[0] is None and problems[3] is None and problems[4] is None
+    assert problems[1] == problems[5] and problems[1].startswith("invalid geometry")
+    assert problems[2] == "missing geometry"
+    assert [len(x) for x in geometries_from_wkb([])] == [0, 0]
 
 
 def test_subscriptions_rules(tmp_path):
