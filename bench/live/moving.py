@@ -90,6 +90,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
             loads = list(s.monitor.data.loads)
         pub.close()
         bench.end(s)
+        distributor_log = (s.dir / "distributor.log").read_text(errors="replace")
         policy = make_policy(s.cfg["distributor.policy"])  # the distributor's
 
         end_ms = run.offer.t1_ms + int(run.drain_s * 1000) + 1000
@@ -119,7 +120,8 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
     run.marks.update({f"e{c['epoch']}": c["time"] for c in commands})
     result = summarise(spec, run, ideal, bounds, commands, moves, shift_load)
     result.update({"max_rate": best, "verdicts": verdicts, "rate": rate, "plans": plans,
-                   "ideal_moves": ideal_moves, "policy": policy.name})
+                   "ideal_moves": ideal_moves, "policy": policy.name,
+                   "distributor_log": distributor_log})
     report.write_moving(spec, result, log)
     return result
 

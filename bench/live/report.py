@@ -389,7 +389,7 @@ def _pct(v: float | None) -> str:
 
 def write_moving(spec: Any, result: dict, log: Log) -> None:
     """moving.csv (per phase), windows.csv, commands.csv, timeline/batches/search CSVs, the
-    raw latencies, timeline.png and README.md of the moving hot spot."""
+    raw latencies, the distributor's log, timeline.png and README.md of the moving hot spot."""
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)
     run, ideal = result["run"], result["ideal"]
@@ -405,6 +405,8 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
                                           "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                          for m in result["ideal_moves"]])
     write_raw(out / "latency_raw.csv.gz", every)
+    with gzip.open(out / "distributor.log.gz", "wt") as fh:
+        fh.write(result["distributor_log"])
     plot_timelines(out / "timeline.png", every, marks=True)
     ratio = result["ratio"]
     n = spec.shifts
@@ -472,8 +474,9 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     lines += ["", "Whole runs:", "", *latency_table([p.summary() for p in every]), "", LEGEND,
               "", "Files: `moving.csv` (the phase table), `commands.csv` (with the distributor's "
               "reasons), `windows.csv`, `timeline.csv`, `batches.csv` (run and ideal), "
-              "`ideal_moves.csv`, `search.csv`, `latency_raw.csv.gz`, `timeline.png` (the run "
-              "with the shifts and the commands' epochs marked, then the ideal phases).", ""]
+              "`ideal_moves.csv`, `search.csv`, `latency_raw.csv.gz`, `distributor.log.gz` (the "
+              "distributor's log: every judgement and why), `timeline.png` (the run with the "
+              "shifts and the commands' epochs marked, then the ideal phases).", ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md and its CSVs and plots")
     log(f"  rebalances per phase {result['per_phase']}; capacity vs ideal "

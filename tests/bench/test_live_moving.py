@@ -155,7 +155,8 @@ def test_summary_and_report_of_a_run_that_follows_both_shifts(tmp_path: Path):
     plans = [{"owners": [(0,), (1,), (1,), (1,)], "mldc": 0.01},
              {"owners": [(0,), (0,), (0, 1), (1,)], "mldc": None}]
     result.update({"max_rate": 140.0, "verdicts": [], "rate": 100.0, "plans": plans,
-                   "ideal_moves": moves, "policy": "replicate"})
+                   "ideal_moves": moves, "policy": "replicate",
+                   "distributor_log": "period 1 epoch 0: ... -> rebalance\n"})
     report.write_moving(spec, result, lambda _msg: None)
     out = spec.out
     readme = (out / "README.md").read_text()
@@ -163,7 +164,7 @@ def test_summary_and_report_of_a_run_that_follows_both_shifts(tmp_path: Path):
     assert "phase 0: 1 partition(s) off their initial worker, 0 replicated, MLDC 0.010" in readme
     assert "phase 1: 1 partition(s) off their initial worker, 1 replicated, MLDC -" in readme
     for name in ("moving.csv", "windows.csv", "commands.csv", "timeline.csv", "batches.csv",
-                 "ideal_moves.csv", "latency_raw.csv.gz", "timeline.png"):
+                 "ideal_moves.csv", "latency_raw.csv.gz", "distributor.log.gz", "timeline.png"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "moving.csv") as fh:
         rows = list(csv.DictReader(fh))
