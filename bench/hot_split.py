@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from cli.common import positive_int
 from geops.model import Publications, Subscriptions
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.tree import SpatialPartitioner
@@ -195,9 +194,19 @@ def _shares(text: str) -> list[float]:
     return values
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def _ints(text: str) -> list[int]:
     try:
-        return [positive_int(v) for v in text.split(",")]
+        return [_positive(v) for v in text.split(",")]
     except argparse.ArgumentTypeError as e:
         raise argparse.ArgumentTypeError(f"a comma-separated list of positive integers: {e}"
                                          ) from None
@@ -213,12 +222,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="shares of the stream in the hot partition (default 0.8)")
     p.add_argument("--ways", type=_ints, default=list(WAYS),
                    help="owners k to divide the hot partition among (default 2,4,8)")
-    p.add_argument("--subscriptions", type=positive_int, default=10_000,
+    p.add_argument("--subscriptions", type=_positive, default=10_000,
                    help="subscriptions (default %(default)s)")
-    p.add_argument("--publications", type=positive_int, default=50_000,
+    p.add_argument("--publications", type=_positive, default=50_000,
                    help="publications (default %(default)s)")
-    p.add_argument("--workers", type=positive_int, default=2, help="W (default %(default)s)")
-    p.add_argument("--partitions", type=positive_int, default=64,
+    p.add_argument("--workers", type=_positive, default=2, help="W (default %(default)s)")
+    p.add_argument("--partitions", type=_positive, default=64,
                    help="static partitions P (default %(default)s)")
     args = p.parse_args(argv)
     if args.workers < 2:
