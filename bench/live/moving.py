@@ -118,7 +118,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
         bench.end(s)
     run.marks = {f"shift {k}": t for k, t in enumerate(shifts_ms, 1)}
     run.marks.update({f"e{c['epoch']}": c["time"] for c in commands})
-    result = summarise(spec, run, ideal, bounds, commands, moves, shift_load)
+    result = summarise(spec, run, ideal, bounds, commands, moves, shift_load, loads, partitions)
     result.update({"max_rate": best, "verdicts": verdicts, "rate": rate, "plans": plans,
                    "ideal_moves": ideal_moves, "policy": policy.name,
                    "distributor_log": distributor_log})
@@ -128,9 +128,11 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
 
 def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
               bounds: list[tuple[float, float]], commands: list[dict], moves: list[dict],
-              shift_load: list[float]) -> dict:
-    """Per phase: rebalances, capacity of the run and of the ideal, latency before and after
-    the phase's first rebalance; the commands with their moves; the verdict."""
+              shift_load: list[float], loads: list[tuple[int, int, int]],
+              partitions: int) -> dict:
+    """Per phase: rebalances, how unbalanced the phase began (MLDC up to its first command
+    under the owners in force), capacity of the run and of the ideal, latency before and
+    after the phase's first rebalance; the commands with their moves; the verdict."""
     per_phase = moving_calc.count_per_phase([c["time"] for c in commands], bounds)
     run_cap = [churn_calc.window_throughput(run.batches, a, b) for a, b in bounds]
     ideal_cap = [churn_calc.window_throughput(p.batches, p.offer.t0_ms,
@@ -140,7 +142,7 @@ def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
     moved = {m["epoch"]: m for m in moves}
     t0 = run.offer.t0_ms
     rows, windows = [], []
-    loads = [*shift_load, run.load]
+    load_avg = [*shift_load, run.load]
     for k, (a, b) in enumerate(bounds):
         end = min(b, run.offer.t1_ms)   # publications' event times end with the stream
         first = next((c for c in commands if a <= c["time"] < b), None)
@@ -149,10 +151,13 @@ def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
             a, end, first["time"] if first else None, move["time"] if move else None)]
         windows += calc.windows(run.event_ms, run.latency, named)
         whole = calc.windows(run.event_ms, run.latency, [("", a, end)])[0]
+        unbalanced = moving_calc.shift_mldc(loads, commands, a, first["time"] if first else end,
+                                            partitions, spec.app.workers)
         lat = ideal[k].summary()
         rows.append({
             "phase": k, "hot": _hot(spec, k), "start_s": (a - t0) / 1000,
-            "seconds": (end - a) / 1000, "rebalances": per_phase[k],
+            "seconds": (end - a) / 1000, "mldc_at_start": unbalanced,
+            "rebalances": per_phase[k],
             "first_command_s": (first["time"] - a) / 1000 if first else None,
             "batches": run_cap[k]["batches"], "records": run_cap[k]["records"],
             "busy_share": run_cap[k]["busy_share"], "per_busy_s": run_cap[k]["per_busy_s"],
@@ -161,7 +166,7 @@ def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
             "ideal_per_busy_s": ideal_cap[k]["per_busy_s"], "ratio": ratio["phases"][k],
             "p50_ms": whole["p50"], "p99_ms": whole["p99"],
             "ideal_p50_ms": lat["p50_ms"], "ideal_p99_ms": lat["p99_ms"],
-            "loadavg_1m": loads[k] if k < len(loads) else None})
+            "loadavg_1m": load_avg[k] if k < len(load_avg) else None})
     command_rows = []
     for c in commands:
         k = next((i for i, (a, b) in enumerate(bounds) if a <= c["time"] < b), None)

@@ -14,7 +14,7 @@ import numpy as np
 
 from distributor.mldc import owners_mldc
 from distributor.policies import Policy, propose_owners
-from schemas.assignment import Owners, initial_assignment
+from schemas.assignment import Owners, initial_assignment, owners_of
 
 # The issue's targets: every shift followed by 1-2 rebalances; capacity within 10 % of ideal.
 MAX_REBALANCES_PER_SHIFT = 2
@@ -76,6 +76,26 @@ def partition_loads(loads: Iterable[tuple[int, int, int]], start_ms: float, end_
         if start_ms <= t < end_ms and 0 <= p < partitions:
             out[p] += ns
     return out
+
+
+def owners_in_force(commands: Iterable[Mapping], t_ms: float, partitions: int, workers: int
+                    ) -> list[Owners]:
+    """The owners of the newest RebalanceCommand issued before ``t_ms`` (the initial
+    assignment when there is none)."""
+    issued = [c for c in commands if c["time"] < t_ms]
+    if not issued:
+        return [(w,) for w in initial_assignment(partitions, workers)]
+    newest = max(issued, key=lambda c: c["time"])
+    return owners_of(newest["assignment"], newest.get("replicas") or ())
+
+
+def shift_mldc(loads: Iterable[tuple[int, int, int]], commands: Sequence[Mapping],
+               start_ms: float, end_ms: float, partitions: int, workers: int) -> float | None:
+    """MLDC (LB) of the processing times measured in [start, end) under the owners in force at
+    ``start``: how unbalanced a shift left the assignment (near 0: it needs no rebalance)."""
+    measured = partition_loads(loads, start_ms, end_ms, partitions)
+    return owners_mldc(measured, owners_in_force(commands, start_ms, partitions, workers),
+                       workers)
 
 
 def ideal_owners(policy: Policy, loads: Sequence[float], workers: int

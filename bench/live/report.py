@@ -436,13 +436,14 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
              + "; ".join(f"phase {k}: {_plan(plan, spec.app.workers)}"
                          for k, plan in enumerate(result["plans"]))
              + ".", "",
-             "| phase | hot | rebalances | first command s after shift | batches | busy | "
-             "pub per busy s | ideal pub per busy s | ratio | p50 ms | p99 ms | ideal p50 ms | "
-             "ideal p99 ms | load avg |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| phase | hot | MLDC at start | rebalances | first command s after shift | "
+             "batches | busy | pub per busy s | ideal pub per busy s | ratio | p50 ms | p99 ms "
+             "| ideal p50 ms | ideal p99 ms | load avg |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["phases"]:
         lines.append(
-            f"| {r['phase']} | {r['hot']} | {r['rebalances']} | "
+            f"| {r['phase']} | {r['hot']} | {_ratio(r['mldc_at_start'])} | "
+            f"{r['rebalances']} | "
             f"{'-' if r['first_command_s'] is None else format(r['first_command_s'], '.1f')} | "
             f"{r['batches']} | {r['busy_share']:.0%} | {_ms(r['per_busy_s'])} | "
             f"{_ms(r['ideal_per_busy_s'])} | {_ratio(r['ratio'])} | {_ms(r['p50_ms'])} | "
@@ -453,7 +454,10 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
               f"**{_ratio(ratio['overall'])}** (target ≥ 0.90: "
               f"{'met' if result['within'] else 'not met'}). Rebalances per phase "
               f"{result['per_phase']} (phase 0 is the stream's start; target: 1-2 after every "
-              f"shift: {'met' if result['follows'] else 'not met'}).", "",
+              f"shift: {'met' if result['follows'] else 'not met'}; a shift that left the "
+              "assignment balanced, MLDC at start near 0, needs none). MLDC at start: of the "
+              "processing times the app reported from the phase's start to its first command "
+              "(or end), under the owners in force at its start.", "",
               "Rebalance commands (time from the stream's start; move as the app reported it):",
               "", "| epoch | phase | s | s after shift | moves | replicated | MLDC before -> "
               "predicted | moved MB | move ms |", "|---:|---:|---:|---:|---:|---:|---|---:|---:|"]

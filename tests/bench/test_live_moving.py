@@ -72,6 +72,15 @@ def test_following_every_shift(per_phase, ok):
 # -- the ideal -------------------------------------------------------------------------------
 
 
+def test_owners_in_force_are_the_newest_command_before():
+    commands = [{"time": 100, "assignment": [1, 1, 0, 1], "replicas": []},
+                {"time": 300, "assignment": [0, 1, 0, 1],
+                 "replicas": [{"partition": 0, "workers": [0, 1]}]}]
+    assert moving_calc.owners_in_force(commands, 100, 4, 2) == [(0,), (0,), (1,), (1,)]
+    assert moving_calc.owners_in_force(commands, 200, 4, 2) == [(1,), (1,), (0,), (1,)]
+    assert moving_calc.owners_in_force(commands, 301, 4, 2) == [(0, 1), (1,), (0,), (1,)]
+
+
 def test_partition_loads_sum_the_window_per_partition():
     loads = [(100, 0, 5), (150, 0, 7), (160, 1, 3), (160, 1, 4), (300, 2, 9), (90, 3, 1),
              (120, 9, 1)]
@@ -126,8 +135,8 @@ def _phase(label: str, t0: int, seconds: int, batch_ms: int, epoch: int = 0) -> 
 
 
 def _command(epoch: int, time: int) -> dict:
-    return {"epoch": epoch, "time": time, "moves": [{"partition": 1, "from_worker": 0,
-                                                     "to_worker": 1}],
+    return {"epoch": epoch, "time": time, "assignment": [0, 1, 0, 0, 1, 1, 1, 1],
+            "moves": [{"partition": 1, "from_worker": 0, "to_worker": 1}],
             "replicas": [], "mldc_before": 0.7, "mldc_predicted": 0.02, "reason": "adaptive: x"}
 
 
@@ -140,11 +149,17 @@ def test_summary_and_report_of_a_run_that_follows_both_shifts(tmp_path: Path):
     commands = [_command(1, 2_500), _command(2, 12_500), _command(3, 22_500)]
     moves = [{"epoch": c["epoch"], "time": c["time"] + 400, "partitions_moved": [1],
               "bytes": 250_000, "duration_ms": 300} for c in commands]
-    result = summarise(spec, run, ideal, bounds, commands, moves, [2.0, 2.5])
+    # the hot side's 4 partitions (of 8) alternate: 0-3 in phases 0 and 2, 4-7 in phase 1
+    loads = [(t, p, 30 if (p < 4) == (t // 10_000 != 1) else 10)
+             for t in range(0, 30_000, 1000) for p in range(8)]
+    result = summarise(spec, run, ideal, bounds, commands, moves, [2.0, 2.5], loads, 8)
     assert result["per_phase"] == [1, 1, 1] and result["follows"]
     assert result["ratio"]["overall"] == pytest.approx(500 / 600)
     assert not result["within"]
     assert [r["first_command_s"] for r in result["phases"]] == [2.5, 2.5, 2.5]
+    # up to the first command: phase 0 on the initial owners (w0 360 vs w1 120), phase 1 on
+    # epoch 1's (partition 1 on w1: 90 vs 390), phase 2 on epoch 2's, the same (270 vs 210)
+    assert [r["mldc_at_start"] for r in result["phases"]] == pytest.approx([0.5, 0.625, 0.125])
     assert [r["loadavg_1m"] for r in result["phases"]] == [2.0, 2.5, 1.5]
     assert [c["after_shift_s"] for c in result["commands"]] == [2.5, 2.5, 2.5]
     assert result["commands"][0]["moved_bytes"] == 250_000
