@@ -30,7 +30,11 @@ Pure Python, no I/O; the engine feeds it and asks it at every batch boundary. Th
   sum on one worker. In STRL nothing moves (every batch ships and builds anyway): cost 0.
 - **Horizon.** How many more batches the current pattern (the per-partition shares of the
   processing time) will last. A batch whose shares are further than ``stability_tolerance``
-  (total variation distance) from the mean of the pattern's batches starts a new pattern.
+  (total variation distance) *beyond sampling noise* from the mean of the pattern's batches
+  starts a new pattern. Sampling noise: the distance two samples of the same stream are
+  expected to have, from the items counted in the batch and in the pattern (``sampling_tv``);
+  a batch of a few hundred items over 64 partitions differs from its own stream's shares by
+  ~0.19, which alone exceeded the tolerance and kept every pattern one batch old.
   The horizon at age a is the mean remaining life of the patterns seen at age a: the earlier
   ones that reached it (lifetime - a) and the current one, taken to last as long again as it
   has lasted (a). Alone, or older than every earlier one, it gets a; when earlier patterns
@@ -183,6 +187,17 @@ class MoveCosts:
         return max(per_worker, default=0.0)
 
 
+def sampling_tv(shares: Sequence[float], items: float, ref_items: float) -> float:
+    """The total variation distance expected between a batch of ``items`` stream items and a
+    reference of ``ref_items`` drawn from the same per-partition ``shares``: half the sum over
+    partitions of E|difference of two binomial proportions| (normal approximation,
+    sqrt(2 / pi) x its standard deviation). 0 when either count is unknown."""
+    if items <= 0 or ref_items <= 0:
+        return 0.0
+    spread = math.fsum(math.sqrt(max(s, 0.0) * max(1.0 - s, 0.0)) for s in shares)
+    return 0.5 * math.sqrt(2.0 / math.pi) * spread * math.sqrt(1.0 / items + 1.0 / ref_items)
+
+
 @dataclass
 class Patterns:
     """The current load pattern (its newest batches and its age) and the lifetimes of the
@@ -194,6 +209,7 @@ class Patterns:
     age: int = 0
     lifetimes: deque = field(default_factory=lambda: deque(maxlen=LIFETIMES))
     last_distance: float | None = None
+    last_noise: float = 0.0
 
     def add(self, batch: Batch) -> bool:
         """Take a finished batch; True when it starts a new pattern. Batches without load tell
@@ -208,7 +224,9 @@ class Patterns:
             ref = [math.fsum(s[p] for s in self.shares) / n for p in range(len(shares))]
             self.last_distance = 0.5 * math.fsum(abs(a - b) for a, b in zip(shares, ref,
                                                                             strict=True))
-            if self.last_distance > self.tolerance:
+            self.last_noise = sampling_tv(ref, batch.items,
+                                          math.fsum(b.items for b in self.batches))
+            if self.last_distance > self.tolerance + self.last_noise:
                 self.lifetimes.append(self.age)
                 self.batches.clear()
                 self.shares.clear()
@@ -315,8 +333,12 @@ class AdaptiveModel:
             rebuild_ms = self.costs.rebuild(current, proposal, W)
         cost = move_ms + rebuild_ms
         horizon, horizon_how = self.patterns.horizon()
-        parts = [f"{n} batch(es) in the current pattern (age {self.patterns.age}), "
-                 f"{self.epoch_batches} under the assignment in force"]
+        pat = self.patterns
+        parts = [f"{n} batch(es) in the current pattern (age {pat.age}"
+                 + ("" if pat.last_distance is None else
+                    f"; last batch {pat.last_distance:.3f} from it, a new pattern beyond "
+                    f"{pat.tolerance:g} + sampling noise {pat.last_noise:.3f}")
+                 + f"), {self.epoch_batches} under the assignment in force"]
         if not changed:
             parts.append(f"policy {policy.name} finds nothing better (MLDC "
                          f"{_fmt(mldc_now)})")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distributor import Engine, GreedyPolicy, Params
@@ -20,9 +22,11 @@ from distributor.adaptive import (
     PRIOR_MOVES,
     SETTLE,
     UNKNOWN_SIZE,
+    AdaptiveModel,
     Batch,
     MoveCosts,
     Patterns,
+    sampling_tv,
     t95,
 )
 from schemas.assignment import initial_assignment
@@ -181,6 +185,63 @@ def test_patterns_start_anew_on_a_shift_and_the_horizon_follows_their_lives():
     assert patterns.horizon()[0] == 5 / 3               # (0 + 0 + 5) / 3: both ended at 5
     assert not patterns.add(batch(15, [0.0, 0.0]))      # no load: skipped
     assert patterns.age == 5
+
+
+SMALL_P = 64
+
+
+def small_batch(i: int, rng: np.random.Generator, shares: np.ndarray, items: int) -> Batch:
+    """A live stream's batch of ``items`` drawn from per-partition ``shares`` (1 ms each), the
+    partitions on workers as ``initial_assignment`` puts them."""
+    counts = rng.multinomial(items, shares)
+    ns = tuple(float(c) * 1e6 for c in counts)
+    owners = tuple((w,) for w in initial_assignment(SMALL_P, 2))
+    busiest = max(sum(n for n, o in zip(ns, owners, strict=True) if o == (w,))
+                  for w in (0, 1)) / 1e6
+    return Batch(i, 0, ns, owners, 2, items, 300.0 + busiest, busiest)
+
+
+def hot_on(worker: int, hot: float = 0.9) -> np.ndarray:
+    """``hot`` of the items in ``worker``'s partitions (initial assignment), spread evenly."""
+    mine = np.array([w == worker for w in initial_assignment(SMALL_P, 2)])
+    return np.where(mine, hot / mine.sum(), (1 - hot) / (~mine).sum())
+
+
+def test_sampling_noise_is_what_two_samples_of_one_stream_differ_by():
+    rng = np.random.default_rng(3)
+    shares = hot_on(0)
+    for items in (400, 4_000):
+        a, b = rng.multinomial(items, shares, 2_000), rng.multinomial(items, shares, 2_000)
+        tv = 0.5 * np.abs(a / items - b / items).sum(axis=1)
+        assert sampling_tv(shares, items, items) == pytest.approx(tv.mean(), rel=0.05)
+    assert sampling_tv(shares, 0, 100) == sampling_tv(shares, 100, 0) == 0.0
+    assert sampling_tv([1.0, 0.0], 10, 10) == 0.0          # nothing to sample
+
+
+def test_small_batches_of_a_steady_stream_stay_one_pattern_and_a_shift_is_seen():
+    # a live stream at a few hundred publications per batch over 64 partitions: the noise
+    # alone (~0.19) was above the tolerance and made every batch a new pattern of age 1
+    rng = np.random.default_rng(7)
+    patterns = Patterns(0.15)
+    new = [patterns.add(small_batch(i, rng, hot_on(0), 400)) for i in range(60)]
+    assert sum(new) <= 2 and patterns.age >= 30
+    assert patterns.add(small_batch(60, rng, hot_on(1), 400))      # the hot spot moved
+    assert patterns.age == 1
+
+
+def test_small_batches_of_a_skewed_stream_get_a_rebalance():
+    rng = np.random.default_rng(11)
+    model = AdaptiveModel(SMALL_P, 2, min_saving=0.1, safety_margin=1.5,
+                          stability_tolerance=0.15)
+    owners = [(w,) for w in initial_assignment(SMALL_P, 2)]
+    judged = []
+    for i in range(12):
+        model.add(small_batch(i, rng, hot_on(0), 400))
+        judged.append(model.assess(owners, GreedyPolicy()))
+    assert any(j.rebalance for j in judged), judged[-1].reason
+    first = next(j for j in judged if j.rebalance)
+    assert first.mldc > 0.5 and first.mldc_predicted < 0.1
+    assert "sampling noise" in first.reason and math.isfinite(first.mldc)
 
 
 def test_t95_is_students_one_sided_quantile():
