@@ -60,26 +60,30 @@ def plots(rows: list[dict[str, Any]], out: Path) -> None:
         rs = [last[k] for k in sorted(last)]  # one point per size: its last run
         n = [int(r["subscriptions"]) for r in rs]
 
-        def col(k: str, rs: list = rs) -> list[float]:
-            return [_num(r.get(k)) or float("nan") for r in rs]
-        axes[0].plot(n, col("first_batch_s"), "o-", label=f"{strategy} first batch")
-        axes[0].plot(n, col("static_build_s"), "s--", label=f"{strategy} static build")
-        axes[1].plot(n, col("batch_us_per_candidate_rel"), "o-", label=f"{strategy} batch")
-        axes[1].plot(n, col("join_us_per_candidate_rel"), "s--", label=f"{strategy} join")
-        axes[1].plot(n, col("throughput_busy_rel"), "^:", label=f"{strategy} throughput")
-        axes[2].plot(n, col("jvm_hwm_mb"), "o-", label=f"{strategy} JVM")
-        axes[2].plot(n, col("driver_python_hwm_mb"), "s--", label=f"{strategy} driver Python")
-        axes[2].plot(n, col("python_workers_rss_peak_mb"), "^:", label=f"{strategy} workers")
+        def line(ax: Any, k: str, style: str, label: str, rs: list = rs, n: list = n,
+                 strategy: str = strategy) -> None:
+            ys = [_num(r.get(k)) or float("nan") for r in rs]
+            if any(y == y for y in ys):  # a series with no value (no 10k reference) is left out
+                ax.plot(n, ys, style, label=f"{strategy} {label}")
+        line(axes[0], "first_batch_s", "o-", "first batch")
+        line(axes[0], "static_build_s", "s--", "static build")
+        line(axes[1], "batch_us_per_candidate_rel", "o-", "batch")
+        line(axes[1], "join_us_per_candidate_rel", "s--", "join")
+        line(axes[1], "throughput_busy_rel", "^:", "throughput")
+        line(axes[2], "jvm_hwm_mb", "o-", "JVM")
+        line(axes[2], "driver_python_hwm_mb", "s--", "driver Python")
+        line(axes[2], "python_workers_rss_peak_mb", "^:", "workers")
     axes[0].axhline(60, color="grey", lw=0.8)
     axes[0].set_title("seconds from launch (target ≤ 60 s at 1M)")
     axes[1].axhline(1.5, color="grey", lw=0.8)
     axes[1].set_title("relative to 10k (cost target ≤ 1.5)")
     axes[2].set_title("peak memory, MB")
     for ax in axes:
-        ax.set_xscale("log")
+        if any(not ln.get_label().startswith("_") for ln in ax.get_lines()):  # has data
+            ax.set_xscale("log")
+            ax.legend(fontsize=7)
         ax.set_xlabel("subscriptions")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "scale.png", dpi=110)
     plt.close(fig)

@@ -132,6 +132,18 @@ def test_report_table(tmp_path):
     assert (tmp_path / "scale.png").exists() and (tmp_path / "moves.png").exists()
 
 
+def test_report_of_one_size_without_its_10k_reference(tmp_path):
+    # a run of 1M alone: no ratio to 10k, so those series are empty (they broke the log axis)
+    from bench.scale_report import write_report
+    append_rows(tmp_path / "runs.csv", [
+        {"strategy": "sPIS", "subscriptions": 1000000, "status": "ok", "first_batch_s": 163,
+         "throughput_busy": 53, "batch_us_per_candidate": 2.6, "move_bytes": 4_700_000,
+         "move_ms": 447, "jvm_hwm_mb": 778}])
+    write_report(tmp_path, 10_000, "geops bench scale")
+    assert "| sPIS | 1,000,000 |" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "scale.png").exists() and (tmp_path / "moves.png").exists()
+
+
 def test_phases_anchored_on_the_first_batch():
     from bench.scale import phases
     text = LOG + (
