@@ -194,22 +194,15 @@ def _shares(text: str) -> list[float]:
     return values
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def _ints(text: str) -> list[int]:
     try:
-        return [_positive(v) for v in text.split(",")]
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of positive integers: {e}"
-                                         ) from None
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of positive integers, got "
+                                         f"{text!r}")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -222,16 +215,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="shares of the stream in the hot partition (default 0.8)")
     p.add_argument("--ways", type=_ints, default=list(WAYS),
                    help="owners k to divide the hot partition among (default 2,4,8)")
-    p.add_argument("--subscriptions", type=_positive, default=10_000,
+    p.add_argument("--subscriptions", type=int, default=10_000,
                    help="subscriptions (default %(default)s)")
-    p.add_argument("--publications", type=_positive, default=50_000,
+    p.add_argument("--publications", type=int, default=50_000,
                    help="publications (default %(default)s)")
-    p.add_argument("--workers", type=_positive, default=2, help="W (default %(default)s)")
-    p.add_argument("--partitions", type=_positive, default=64,
+    p.add_argument("--workers", type=int, default=2, help="W >= 2 (default %(default)s)")
+    p.add_argument("--partitions", type=int, default=64,
                    help="static partitions P (default %(default)s)")
     args = p.parse_args(argv)
-    if args.workers < 2:
-        p.error(f"--workers must be >= 2 (hot and cold workers), got {args.workers}")
+    for flag, value, least in (("--subscriptions", args.subscriptions, 1),
+                               ("--publications", args.publications, 1),
+                               ("--workers", args.workers, 2),
+                               ("--partitions", args.partitions, args.workers)):
+        if value < least:
+            p.error(f"{flag} must be at least {least}, got {value}")
     rows = measure(args.seeds, args.skews, subscriptions=args.subscriptions,
                    publications=args.publications, workers=args.workers,
                    partitions=args.partitions, ks=args.ways)
