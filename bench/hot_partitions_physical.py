@@ -1,9 +1,11 @@
-"""Issue 22's physical W = 2 runs summarised: replicate against Static STAL and greedy per point.
+"""The physical W = 2 runs of issues 22 and 23 summarised: replicate and the adaptive
+distributor against Static STAL and greedy (Table 1) per point.
 
 ``python -m bench.hot_partitions_physical docs/results/hot-partitions/physical [LOAD_LOG]``
 
 Reads the CSVs ``geops bench paper --modes "Static STAL,Dynamic LB STAL,Dynamic LB STAL
-replicate" --hot-partitions 1 ...`` wrote (plain or gzipped) and writes ``summary.csv``: per
+replicate" --hot-partitions 1 ...`` (or with ``Adaptive STAL`` among the modes) wrote (plain
+or gzipped) and writes ``summary.csv``: per
 point (skew, hot partitions) and mode, the repeats, throughput (mean, min, max), its ratio
 to Static STAL and to Dynamic LB STAL (greedy) (ratio of the means, and the lowest and highest
 per-repeat ratio, pairs of the same repeat: the same stream), the final MLDC (the last period
@@ -27,11 +29,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import REPLICATE
+from bench.paper.plan import ADAPTIVE, REPLICATE
 from bench.paper.rows import iter_rows, read_rows, write_csv
 
 STATIC, GREEDY = "Static STAL", "Dynamic LB STAL"
-MODES = (STATIC, GREEDY, REPLICATE)
+MODES = (STATIC, GREEDY, ADAPTIVE, REPLICATE)
 
 
 def _hot(run_id: str) -> int | None:
