@@ -182,3 +182,10 @@ def test_profile_route_times_every_step() -> None:
     assert [line[:28].strip() for line in lines[1:-1]] == [
         "avro decode", "from_wkb", "geometry_problems", "is_valid alone", "route (place)",
         "decode_route total", "pickle shuffle records"]
+
+
+def test_profile_churn_times_every_step() -> None:
+    from bench.analysis import profile_churn
+    lines = profile_churn.profile(changes=40, batches=2, subscriptions=300)
+    assert len(lines) == 2 and all("driver apply" in x and "executors apply" in x for x in lines)
+    assert profile_churn.main(["x"]) == 2 and profile_churn.main(["0"]) == 2
