@@ -182,6 +182,7 @@ def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
     return {"run": run, "ideal": ideal, "bounds": bounds, "phases": rows,
             "windows": windows, "commands": command_rows, "ratio": ratio,
             "per_phase": per_phase,
-            "follows": moving_calc.follows_every_shift(per_phase),
+            "follows": moving_calc.follows_every_shift(
+                per_phase, [r["mldc_at_start"] for r in rows]),
             "within": (ratio["overall"] is not None
                        and ratio["overall"] >= moving_calc.MIN_IDEAL_RATIO)}

@@ -13,12 +13,14 @@ from itertools import pairwise
 import numpy as np
 
 from distributor.mldc import owners_mldc
+from distributor.params import DEFAULTS
 from distributor.policies import Policy, propose_owners
 from schemas.assignment import Owners, initial_assignment, owners_of
 
 # The issue's targets: every shift followed by 1-2 rebalances; capacity within 10 % of ideal.
 MAX_REBALANCES_PER_SHIFT = 2
 MIN_IDEAL_RATIO = 0.9
+UNBALANCED_MLDC = DEFAULTS["threshold"]  # a shift leaving MLDC below it needs no rebalance
 
 
 def pool_of_phase(k: int) -> int:
@@ -61,10 +63,18 @@ def count_per_phase(times_ms: Iterable[float], bounds: Sequence[tuple[float, flo
 
 
 def follows_every_shift(per_phase: Sequence[int],
-                        at_most: int = MAX_REBALANCES_PER_SHIFT) -> bool:
+                        mldc_at_start: Sequence[float | None] | None = None,
+                        at_most: int = MAX_REBALANCES_PER_SHIFT,
+                        unbalanced: float = UNBALANCED_MLDC) -> bool:
     """Every shift (phases 1..N) was followed by at least one and at most ``at_most``
-    rebalances (phase 0 is the stream's start, not a shift)."""
-    return len(per_phase) > 1 and all(1 <= n <= at_most for n in per_phase[1:])
+    rebalances (phase 0 is the stream's start, not a shift). A shift after which the stream
+    ran at an MLDC below ``unbalanced`` (Table 1's threshold: earlier moves can leave the
+    assignment balanced for the new hot side too) needs none: 0 to ``at_most`` there."""
+    if len(per_phase) < 2:
+        return False
+    mldc = list(mldc_at_start or [None] * len(per_phase))
+    return all((0 if m is not None and m < unbalanced else 1) <= n <= at_most
+               for n, m in zip(per_phase[1:], mldc[1:], strict=True))
 
 
 def partition_loads(loads: Iterable[tuple[int, int, int]], start_ms: float, end_ms: float,

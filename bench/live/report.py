@@ -454,8 +454,8 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
               f"**{_ratio(ratio['overall'])}** (target ≥ 0.90: "
               f"{'met' if result['within'] else 'not met'}). Rebalances per phase "
               f"{result['per_phase']} (phase 0 is the stream's start; target: 1-2 after every "
-              f"shift: {'met' if result['follows'] else 'not met'}; a shift that left the "
-              "assignment balanced, MLDC at start near 0, needs none). MLDC at start: of the "
+              f"shift: {'met' if result['follows'] else 'not met'}; a shift after which the "
+              "stream ran at an MLDC under Table 1's threshold needs none). MLDC at start: of the "
               "processing times the app reported from the phase's start to its first command "
               "(or end), under the owners in force at its start.", "",
               "Rebalance commands (time from the stream's start; move as the app reported it):",

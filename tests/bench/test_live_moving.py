@@ -69,6 +69,14 @@ def test_following_every_shift(per_phase, ok):
     assert moving_calc.follows_every_shift(per_phase) is ok
 
 
+def test_a_shift_that_left_the_stream_balanced_needs_no_rebalance():
+    # the moves after the first shift left each worker part of both hot regions (MLDC 0.22)
+    assert moving_calc.follows_every_shift([1, 1, 0], [0.63, 0.42, 0.22])
+    assert not moving_calc.follows_every_shift([1, 1, 0], [0.63, 0.42, 0.6])
+    assert not moving_calc.follows_every_shift([1, 0, 0], [0.63, 0.7, None])
+    assert not moving_calc.follows_every_shift([1, 1, 3], [0.63, 0.42, 0.22])
+
+
 # -- the ideal -------------------------------------------------------------------------------
 
 
