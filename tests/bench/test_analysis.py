@@ -69,7 +69,7 @@ def _recheck(out: Path) -> Path:
 
 def test_every_analysis_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.analysis.__path__)]
-    assert len(names) == 11
+    assert len(names) == 12
     for name in names:
         module = importlib.import_module(f"bench.analysis.{name}")
         assert module.__doc__, name
