@@ -3,7 +3,9 @@
 Columns (ids, relations, prepared geometries with envelopes and types) in slots, a lookup from
 subscription id to slot, and for sPIS an R-tree over the envelopes. ``insert`` (an upsert: a
 known id is replaced) and ``delete`` keep all of them current, so a resident partition follows
-subscription churn without a rebuild.
+subscription churn without a rebuild. Removed subscriptions leave dead slots behind; once they
+outnumber the live ones the columns are compacted (slots renumbered, the R-tree bulk-loaded),
+so a partition under endless churn does not grow.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from geops.index.envelope import EnvelopeIndex
 from geops.model import Subscriptions
 from geops.relations import Shapes
 
+_DEAD_MIN = 256  # dead slots a partition may carry before compaction (and at least the live)
+
 
 class PartitionIndex:
     """One partition's subscriptions; ``tree=True`` adds the per-partition R-tree (sPIS)."""
@@ -22,13 +26,15 @@ class PartitionIndex:
     def __init__(self, subs: Subscriptions, *, tree: bool):
         if len(np.unique(subs.ids)) != len(subs):
             raise ValueError("subscription ids of a partition must be unique")
-        self.ids = subs.ids.copy()
-        self.relations = subs.relations.copy()
         geoms = subs.geoms.copy()
         shapely.prepare(geoms)
-        self.shapes = Shapes.of(geoms)
-        self.alive = np.ones(len(subs), bool)
-        self.tree = EnvelopeIndex(self.shapes.bounds) if tree else None
+        self._columns(subs.ids.copy(), subs.relations.copy(), Shapes.of(geoms), tree)
+
+    def _columns(self, ids: np.ndarray, relations: np.ndarray, shapes: Shapes, tree: bool
+                 ) -> None:
+        self.ids, self.relations, self.shapes = ids, relations, shapes
+        self.alive = np.ones(len(ids), bool)
+        self.tree = EnvelopeIndex(shapes.bounds) if tree else None
         self._reindex()
 
     def _reindex(self) -> None:
@@ -87,3 +93,9 @@ class PartitionIndex:
             self.tree.delete(slots)
         self.alive[slots] = False
         self._reindex()
+        if len(self.ids) - len(self) > max(_DEAD_MIN, len(self)):
+            keep = self._sorted_slots
+            shapes = self.shapes
+            self._columns(self.ids[keep], self.relations[keep],
+                          Shapes(shapes.geoms[keep], shapes.bounds[keep], shapes.types[keep]),
+                          self.tree is not None)

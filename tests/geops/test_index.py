@@ -44,6 +44,34 @@ def test_envelope_index_queries_inserts_and_deletes():
         idx.delete(gone[:1])
 
 
+def test_envelope_index_churn_in_small_steps_matches_brute_force():
+    """Deletes only mark slots dead until enough pile up for a rebuild: queries are right in
+    both states, through many rebuilds."""
+    rng = np.random.default_rng(3)
+    entries = _boxes(rng, 200)
+    idx = EnvelopeIndex(entries)
+    alive = np.ones(200, bool)
+    queries = _boxes(rng, 60)
+    stale_seen = rebuilt = 0
+    for _ in range(80):
+        gone = rng.choice(np.flatnonzero(alive), 7, replace=False)
+        stale_before = idx._stale
+        idx.delete(gone)
+        alive[gone] = False
+        rebuilt += idx._stale < stale_before + len(gone)
+        new = _boxes(rng, 6)
+        assert idx.insert(new).tolist() == list(range(len(entries), len(entries) + 6))
+        entries = np.concatenate([entries, new])
+        alive = np.concatenate([alive, np.ones(6, bool)])
+        stale_seen += idx._stale > 0
+        assert len(idx) == alive.sum()
+        got = set(zip(*idx.query(queries), strict=True))
+        assert got == _brute(entries, alive, queries)
+    assert stale_seen and rebuilt >= 2
+    with pytest.raises(KeyError):
+        idx.delete(np.flatnonzero(~alive)[:1])
+
+
 def test_envelope_index_starts_empty_and_touching_counts():
     idx = EnvelopeIndex(np.empty((0, 4)))
     assert len(idx.query(np.array([[0.0, 0, 1, 1]]))[0]) == 0
@@ -70,6 +98,39 @@ def test_global_index_entries_and_churn():
     assert sorted(zip(got.tolist(), pids.tolist(), strict=True)) == [(int(ids[20]), 3), (999, 4)]
     _, _, got = idx.query(q)
     assert set(got.tolist()) == set(ids[10:].tolist()) - {int(ids[20])}
+
+
+def test_partition_index_under_endless_churn_stays_small_and_right():
+    """Updates leave dead slots; compaction keeps the columns near the live size, and the
+    partition answers like one built from its live subscriptions."""
+    rng = np.random.default_rng(4)
+    boxes = _boxes(rng, 40)
+    subs = Subscriptions(np.arange(40), shapely.box(*boxes.T), np.full(40, Relation.INTERSECTS))
+    idx = PartitionIndex(subs, tree=True)
+    truth = dict(zip(range(40), boxes.tolist(), strict=True))
+    queries = _boxes(rng, 30)
+    for _ in range(300):
+        ids = rng.choice(60, 5, replace=False)
+        new = _boxes(rng, 5)
+        idx.insert(Subscriptions(ids, shapely.box(*new.T), np.full(5, Relation.INTERSECTS)))
+        truth.update(zip(ids.tolist(), new.tolist(), strict=True))
+        gone = rng.choice(60, 2, replace=False)
+        idx.delete(gone)
+        for i in gone.tolist():
+            truth.pop(i, None)
+        assert len(idx.ids) <= 2 * len(truth) + 256 + 5
+    keys = np.array(sorted(truth))
+    rebuilt = PartitionIndex(Subscriptions(keys, shapely.box(*np.array(
+        [truth[k] for k in keys.tolist()]).T), np.full(len(keys), Relation.INTERSECTS)), tree=True)
+    for index in (idx, rebuilt):
+        assert sorted(index.ids[index.live_slots()].tolist()) == keys.tolist()
+    assert _hits(idx, queries) == _hits(rebuilt, queries)
+    assert len(idx.ids) < 300 * 5  # compacted: without it every insert adds a slot
+
+
+def _hits(index: PartitionIndex, queries: np.ndarray) -> set[tuple[int, int]]:
+    qidx, slots = index.query(queries)
+    return set(zip(qidx.tolist(), index.ids[slots].tolist(), strict=True))
 
 
 def test_partition_index_upsert_delete_and_tree_follow_churn():
