@@ -43,6 +43,9 @@ EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 # static side) they are folded into the partitions' payloads, and past this many changes the
 # replicated router is sent anew.
 REBASE_BYTES = 4 << 20
+# Changes left pending by a rebase: a worker's tasks run in whichever Python process is free,
+# and a resident matcher that already applied a change must not rebuild because it was folded.
+REBASE_KEEP_CHANGES = 4
 REBASE_ROUTER_DELTAS = 64
 
 
@@ -144,9 +147,10 @@ class BatchRunner:
         log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
                  "changed; %d live)", batch_id, result.added, result.updated, result.removed,
                  len(result.partitions), len(self.live))
-        if self.live.pending_bytes() > max(REBASE_BYTES, self.static.total_bytes // 10):
-            seq = self.live.seq
-            self.static.rebase(self.live.rebase(), seq)
+        limit = max(REBASE_BYTES, self.static.total_bytes // 10)
+        if self.live.pending_bytes() > limit:
+            upto = self.live.fold_point(REBASE_KEEP_CHANGES, limit // 4)
+            self.static.rebase(self.live.rebase(upto), upto)
         if len(self.live.router_pending) > REBASE_ROUTER_DELTAS:
             old = self.router
             self.router = self.sc.broadcast(self.live.router())

@@ -67,6 +67,15 @@ class Subscriptions:
     def empty(cls) -> Subscriptions:
         return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, np.int8))
 
+    @classmethod
+    def concat(cls, parts: list[Subscriptions]) -> Subscriptions:
+        """The rows of ``parts``, one after another."""
+        if not parts:
+            return cls.empty()
+        return cls(np.concatenate([p.ids for p in parts]),
+                   np.concatenate([p.geoms for p in parts]),
+                   np.concatenate([p.relations for p in parts]))
+
 
 @dataclass
 class Publications:

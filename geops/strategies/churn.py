@@ -185,12 +185,39 @@ class LiveSubscriptions:
     def pending_bytes(self) -> int:
         return sum(d.nbytes for deltas in self.pending.values() for d in deltas)
 
-    def rebase(self) -> dict[int, tuple[PartitionDelta, ...]]:
-        """The pending deltas of every partition that has some, to fold into its payload where
-        the payload lives (``fold_deltas``); they are dropped here."""
-        out = {pid: tuple(deltas) for pid, deltas in sorted(self.pending.items())}
-        self.pending.clear()
+    def rebase(self, upto: int | None = None) -> dict[int, tuple[PartitionDelta, ...]]:
+        """The pending deltas up to change ``upto`` (default: all) of every partition that has
+        some, to fold into its payload where the payload lives (``fold_deltas``); they are
+        dropped here, newer ones stay pending."""
+        upto = self.seq if upto is None else upto
+        out: dict[int, tuple[PartitionDelta, ...]] = {}
+        for pid in sorted(self.pending):
+            deltas = self.pending[pid]
+            folded = tuple(d for d in deltas if d.seq <= upto)
+            if folded:
+                out[pid] = folded
+            rest = [d for d in deltas if d.seq > upto]
+            if rest:
+                self.pending[pid] = rest
+            else:
+                del self.pending[pid]
         return out
+
+    def fold_point(self, keep_changes: int, keep_bytes: int) -> int:
+        """The change up to which to rebase so that the newest ``keep_changes`` changes stay
+        pending, as long as they hold at most ``keep_bytes``: resident matchers that applied
+        them stay current instead of rebuilding from the rebased payload."""
+        by_seq: dict[int, int] = {}
+        for deltas in self.pending.values():
+            for d in deltas:
+                by_seq[d.seq] = by_seq.get(d.seq, 0) + d.nbytes
+        upto, kept = self.seq, 0
+        for seq in sorted(by_seq, reverse=True)[:keep_changes]:
+            kept += by_seq[seq]
+            if kept > keep_bytes:
+                break
+            upto = seq - 1
+        return upto
 
     def payload(self, pid: int) -> bytes:
         """Partition ``pid``'s payload as of now (all changes included)."""
@@ -202,17 +229,36 @@ class LiveSubscriptions:
 def apply_deltas(matcher, deltas: tuple[PartitionDelta, ...] | list[PartitionDelta],
                  applied: int) -> int:
     """Bring a partition matcher from change ``applied`` up to the newest of ``deltas``;
-    returns the sequence number it is now at."""
-    for delta in deltas:
-        if delta.seq <= applied:
-            continue
-        if len(delta.deletes):
-            matcher.delete(delta.deletes)
+    returns the sequence number it is now at.
+
+    The deltas it has not applied yet are merged first (per id, the last change wins), so a
+    matcher that missed batches catches up with one delete and one insert, as cheaply as with
+    one batch's change: a worker's tasks do not always run in the same Python process."""
+    todo = [d for d in deltas if d.seq > applied]
+    if not todo:
+        return applied
+    ids, rows, upserts = [], [], []
+    count = 0
+    for delta in todo:  # in order: a delta's deletes, then its upserts (row -1: a delete)
+        ids.append(np.asarray(delta.deletes, np.int64))
+        rows.append(np.full(len(delta.deletes), -1, np.int64))
         if delta.upserts is not None:
             subs, _ = payload.decode(delta.upserts)
-            matcher.insert(subs)
-        applied = delta.seq
-    return applied
+            ids.append(subs.ids)
+            rows.append(np.arange(count, count + len(subs), dtype=np.int64))
+            upserts.append(subs)
+            count += len(subs)
+    all_ids, all_rows = np.concatenate(ids), np.concatenate(rows)
+    unique, first_of_reversed = np.unique(all_ids[::-1], return_index=True)
+    last = all_rows[len(all_ids) - 1 - first_of_reversed]  # each id's last event
+    deletes = unique[last < 0]
+    if len(deletes):
+        matcher.delete(deletes)
+    if count:
+        keep = np.sort(last[last >= 0])
+        if len(keep):
+            matcher.insert(Subscriptions.concat(upserts).take(keep))
+    return todo[-1].seq
 
 
 def fold_deltas(data: bytes, deltas: tuple[PartitionDelta, ...] | list[PartitionDelta]

@@ -66,8 +66,5 @@ def merge(pieces: list[bytes], cell: np.ndarray = WHOLE_PLANE) -> bytes:
     if len(pieces) == 1:
         subs, _ = decode(pieces[0])
         return encode(subs, cell)
-    parts = [decode(piece)[0] for piece in pieces]
-    ids = np.concatenate([s.ids for s in parts])
-    order = np.argsort(ids, kind="stable")
-    return encode(Subscriptions(ids[order], np.concatenate([s.geoms for s in parts])[order],
-                                np.concatenate([s.relations for s in parts])[order]), cell)
+    subs = Subscriptions.concat([decode(piece)[0] for piece in pieces])
+    return encode(subs.take(np.argsort(subs.ids, kind="stable")), cell)

@@ -104,6 +104,72 @@ def test_a_partition_built_from_an_older_payload_catches_up(name, cases):
         fresh = load_partition(name, rebased.get(pid, base[pid]))
         for m in (resident[pid], late, fresh):
             assert sorted(m.index.ids[m.index.live_slots()].tolist()) == want
+            assert content(m) == content(fresh)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_partial_rebase_keeps_the_newest_changes_pending(name, cases):
+    """Rebasing up to ``fold_point`` folds the older changes and leaves the newest pending: a
+    payload folded up to there plus the pending deltas is the live partition."""
+    subs = cases.subscriptions(seed=8, n=90)
+    strategy = build_strategy(name, subs, 4)
+    live = LiveSubscriptions(strategy, subs)
+    base = [strategy.partition_payload(p) for p in range(4)]
+    for ups, dels in changes(cases, subs, seed=13, rounds=6):
+        live.apply(ups, dels)
+    assert live.fold_point(2, 1) == live.seq  # the newest change alone is over the bytes
+    upto = live.fold_point(2, 10**9)
+    assert upto == live.seq - 2
+    handed = live.rebase(upto)
+    assert all(d.seq <= upto for ds in handed.values() for d in ds)
+    assert all(d.seq > upto for ds in live.pending.values() for d in ds)
+    for pid in range(4):
+        m = load_partition(name, fold_deltas(base[pid], handed.get(pid, ())))
+        apply_deltas(m, live.pending.get(pid, []), upto)
+        assert content(m) == content(load_partition(name, live.payload(pid)))
+    assert live.rebase() and not live.pending
+
+
+def content(matcher) -> dict[int, tuple[int, bytes]]:
+    """id -> (relation, WKB) of a matcher's live subscriptions."""
+    idx = matcher.index
+    slots = idx.live_slots()
+    return {int(i): (int(r), shapely.to_wkb(g)) for i, r, g in
+            zip(idx.ids[slots], idx.relations[slots], idx.shapes.geoms[slots], strict=True)}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_catching_up_from_any_change_merges_the_missed_ones(name, cases):
+    """A matcher that missed changes (its worker's tasks ran in another Python process)
+    applies them merged, and ends where applying them one by one does, from every point: the
+    same id added, replaced, removed and re-added across the missed changes included."""
+    subs = cases.subscriptions(seed=6, n=80)
+    strategy = build_strategy(name, subs, 3)
+    live = LiveSubscriptions(strategy, subs)
+    base = [strategy.partition_payload(p) for p in range(3)]
+    hot = int(subs.ids[0])
+    rng = np.random.default_rng(11)
+    for r, (ups, dels) in enumerate(changes(cases, subs, seed=12, rounds=6)):
+        if r % 3 == 2:  # the hot id removed
+            ups = ups.take(np.flatnonzero(ups.ids != hot))
+            dels = np.union1d(dels, [hot])
+        else:  # the hot id (re-)added or replaced with a new geometry and relation
+            one = Subscriptions(np.array([hot]), cases.lattice_geoms(rng, 1),
+                                np.array([r % len(Relation)], np.int8))
+            keep = np.flatnonzero(ups.ids != hot)
+            ups = Subscriptions.concat([ups.take(keep), one])
+            dels = dels[dels != hot]
+        live.apply(ups, dels)
+    for pid in range(3):
+        history = list(live.pending.get(pid, []))
+        want = content(load_partition(name, live.payload(pid)))
+        for k in range(len(history) + 1):
+            m = load_partition(name, base[pid])
+            applied = 0
+            for delta in history[:k]:  # one by one up to change k, then the rest merged
+                applied = apply_deltas(m, [delta], applied)
+            assert apply_deltas(m, history, applied) == max((d.seq for d in history), default=0)
+            assert content(m) == want, (pid, k)
 
 
 def test_sizes_disjoint_and_a_delete_and_re_add_in_one_change(cases):
