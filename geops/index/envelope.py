@@ -4,10 +4,13 @@ Bulk-loaded (STR) when built, then kept current with ``insert``/``delete`` as su
 come and go. Queries are bulk: one ``intersection_v`` call answers a whole batch of envelopes.
 The closed test applies: envelopes that only touch do intersect.
 
-A delete only marks its slot dead (queries drop dead slots): libspatialindex's own delete cost
-23-250 us per entry here against 0.5-2 us per entry for a bulk load, and was half of what
-applying subscription churn to a resident partition cost. The tree is bulk-loaded again from
-the live slots once the dead ones exceed a quarter of the live ones.
+Changes are cheap because the tree is not edited entry by entry: here libspatialindex's delete
+cost 23-250 us per entry and an insert through ``rtree`` ~15 us, against 0.5-2 us per entry
+for a bulk load, and they were most of what applying subscription churn to a resident
+partition cost. A delete only marks its slot dead (queries drop dead slots); an insert joins
+a short overflow list that queries test by brute force. The tree is bulk-loaded again from
+the live slots when the dead and overflow entries exceed a quarter of the live ones, or the
+overflow is flushed into it when it grows past ``_OVERFLOW_MAX`` in a tree too big to reload.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from rtree import index as rtree_index
 # Nodes of 32 entries answered bulk queries ~25% faster than rtree's default 100 here
 # (10k subscription envelopes, 20k publication queries).
 _CAPACITY = 32
-# Dead entries a tree may carry before it is bulk-loaded again: at least this many, and at
-# least a quarter of the live ones (so a rebuild's cost is spread over many deletes).
+# Dead plus overflow entries before the tree is bulk-loaded again: at least this many, and at
+# least a quarter of the live ones (so a rebuild's cost is spread over many changes).
 _STALE_MIN = 64
+_OVERFLOW_MAX = 256  # inserted entries queried by brute force, at most
+_BULK_PER_INSERT = 15  # an entry inserted into the tree costs ~15 bulk-loaded ones
+_QUERY_CHUNK = 4096  # queries tested against the overflow at a time
 
 
 def _properties() -> rtree_index.Property:
@@ -42,6 +48,7 @@ class EnvelopeIndex:
         self._alive = np.ones(len(bounds), bool)
         self._live = len(bounds)
         self._stale = 0  # dead slots still in the tree
+        self._indexed = len(bounds)  # slots from here on are the overflow, not in the tree
         self._tree = self._load(np.arange(len(bounds), dtype=np.int64))
 
     def _load(self, slots: np.ndarray) -> rtree_index.Index:
@@ -57,11 +64,10 @@ class EnvelopeIndex:
         """Add envelopes; returns their new slots (int64)."""
         bounds = np.asarray(bounds, np.float64).reshape(-1, 4)
         slots = np.arange(len(self._bounds), len(self._bounds) + len(bounds), dtype=np.int64)
-        for slot, box in zip(slots.tolist(), bounds.tolist(), strict=True):
-            self._tree.insert(slot, box)
         self._bounds = np.concatenate([self._bounds, bounds])
         self._alive = np.concatenate([self._alive, np.ones(len(bounds), bool)])
         self._live += len(bounds)
+        self._settle()
         return slots
 
     def delete(self, slots: np.ndarray) -> None:
@@ -72,10 +78,24 @@ class EnvelopeIndex:
             raise KeyError(f"not live (or repeated) slots: {dead or slots.tolist()}")
         self._alive[slots] = False
         self._live -= len(slots)
-        self._stale += len(slots)
-        if self._stale > max(_STALE_MIN, self._live // 4):
+        self._stale += int((slots < self._indexed).sum())
+        self._settle()
+
+    def _settle(self) -> None:
+        """Reload the tree or flush the overflow into it when the changes have piled up."""
+        overflow = len(self._bounds) - self._indexed
+        big = overflow > _OVERFLOW_MAX
+        if (self._stale + overflow > max(_STALE_MIN, self._live // 4)
+                or (big and self._live < _BULK_PER_INSERT * overflow)):
             self._tree = self._load(np.flatnonzero(self._alive))
             self._stale = 0
+        elif big:
+            for slot in range(self._indexed, len(self._bounds)):
+                if self._alive[slot]:
+                    self._tree.insert(slot, self._bounds[slot].tolist())
+        else:
+            return
+        self._indexed = len(self._bounds)
 
     def query(self, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, slot) int64 for every live entry each query envelope intersects."""
@@ -88,4 +108,23 @@ class EnvelopeIndex:
         if self._stale:
             live = self._alive[slots]
             qidx, slots = qidx[live], slots[live]
-        return qidx, slots
+        if self._indexed == len(self._bounds):
+            return qidx, slots
+        over_q, over_s = self._query_overflow(bounds)
+        qidx, slots = np.concatenate([qidx, over_q]), np.concatenate([slots, over_s])
+        order = np.argsort(qidx, kind="stable")  # grouped by query, as the tree answers
+        return qidx[order], slots[order]
+
+    def _query_overflow(self, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        over = self._bounds[self._indexed:]
+        alive = self._alive[self._indexed:]
+        qs, ss = [], []
+        for lo in range(0, len(bounds), _QUERY_CHUNK):
+            q = bounds[lo:lo + _QUERY_CHUNK, None, :]
+            hit = ((q[..., 0] <= over[:, 2]) & (q[..., 2] >= over[:, 0])
+                   & (q[..., 1] <= over[:, 3]) & (q[..., 3] >= over[:, 1]) & alive)
+            qi, si = np.nonzero(hit)
+            qs.append(qi + lo)
+            ss.append(si + self._indexed)
+        return (np.concatenate(qs).astype(np.int64, copy=False),
+                np.concatenate(ss).astype(np.int64, copy=False))

@@ -72,6 +72,25 @@ def test_envelope_index_churn_in_small_steps_matches_brute_force():
         idx.delete(np.flatnonzero(~alive)[:1])
 
 
+def test_envelope_index_big_tree_takes_its_overflow_without_reloading():
+    """In a tree too big to reload for a few hundred inserts, the overflow (queried by brute
+    force meanwhile) is inserted into the tree once it passes its limit."""
+    rng = np.random.default_rng(5)
+    entries = _boxes(rng, 5000)
+    idx = EnvelopeIndex(entries)
+    tree = idx._tree
+    queries = _boxes(rng, 50)
+    for _ in range(10):
+        new = _boxes(rng, 30)
+        idx.insert(new)
+        entries = np.concatenate([entries, new])
+        qidx, slots = idx.query(queries)
+        assert (np.diff(qidx) >= 0).all()  # grouped by query
+        got = set(zip(qidx.tolist(), slots.tolist(), strict=True))
+        assert got == _brute(entries, np.ones(len(entries), bool), queries)
+    assert idx._tree is tree and 5000 < idx._indexed < len(entries)  # flushed, then more
+
+
 def test_envelope_index_starts_empty_and_touching_counts():
     idx = EnvelopeIndex(np.empty((0, 4)))
     assert len(idx.query(np.array([[0.0, 0, 1, 1]]))[0]) == 0
