@@ -45,7 +45,7 @@ EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 REBASE_BYTES = 4 << 20
 # Changes left pending by a rebase: a worker's tasks run in whichever Python process is free,
 # and a resident matcher that already applied a change must not rebuild because it was folded.
-REBASE_KEEP_CHANGES = 4
+REBASE_KEEP_CHANGES = 3
 REBASE_ROUTER_DELTAS = 64
 
 
@@ -139,18 +139,23 @@ class BatchRunner:
         """The subscription changes recorded for this batch, applied incrementally."""
         if self.feed is None or self.live is None:
             return
+        t0 = time.perf_counter()
         change = self.feed.changes(batch_id)
         if not change:
             return
+        t1 = time.perf_counter()
         result = self.live.apply(change.upserts, change.deletes)
         self.disjoint = self.live.disjoint_ids()
-        log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
-                 "changed; %d live)", batch_id, result.added, result.updated, result.removed,
-                 len(result.partitions), len(self.live))
+        t2 = time.perf_counter()
         limit = max(REBASE_BYTES, self.static.total_bytes // 10)
         if self.live.pending_bytes() > limit:
-            upto = self.live.fold_point(REBASE_KEEP_CHANGES, limit // 4)
+            upto = self.live.fold_point(REBASE_KEEP_CHANGES, limit // 2)
             self.static.rebase(self.live.rebase(upto), upto)
+        log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
+                 "changed; %d live; read %.0f ms, applied %.0f ms, folded %.0f ms)", batch_id,
+                 result.added, result.updated, result.removed, len(result.partitions),
+                 len(self.live), (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+                 (time.perf_counter() - t2) * 1e3)
         if len(self.live.router_pending) > REBASE_ROUTER_DELTAS:
             old = self.router
             self.router = self.sc.broadcast(self.live.router())
