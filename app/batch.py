@@ -39,10 +39,9 @@ from schemas.match_encoder import encode_matches
 log = logging.getLogger("geops.app")
 
 EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
-# Pending subscription deltas travel with every join task; past this size (or a tenth of the
-# static side) they are folded into the partitions' payloads, and past this many changes the
-# replicated router is sent anew.
-REBASE_BYTES = 4 << 20
+# Pending subscription deltas travel with every join task; past ``fold_bytes`` (and a tenth of
+# the static side) they are folded into the partitions' payloads, and past this many changes
+# the replicated router is sent anew.
 # Changes left pending by a rebase: a worker's tasks run in whichever Python process is free,
 # and a resident matcher that already applied a change must not rebuild because it was folded.
 REBASE_KEEP_CHANGES = 3
@@ -88,7 +87,8 @@ class BatchRunner:
                  workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
                  read_policy: ReadPolicy | None = None,
-                 feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None):
+                 feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
+                 fold_bytes: int = 4 << 20):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -101,6 +101,7 @@ class BatchRunner:
         self.state = state
         self.checkpoint = checkpoint
         self.read_policy = read_policy or ReadPolicy()
+        self.fold_bytes = fold_bytes
         self.sc = static.sc
         self.feed = feed
         self.live = live
@@ -147,15 +148,19 @@ class BatchRunner:
         result = self.live.apply(change.upserts, change.deletes)
         self.disjoint = self.live.disjoint_ids()
         t2 = time.perf_counter()
-        limit = max(REBASE_BYTES, self.static.total_bytes // 10)
+        limit = max(self.fold_bytes, self.static.total_bytes // 10)
+        folded = 0
         if self.live.pending_bytes() > limit:
             upto = self.live.fold_point(REBASE_KEEP_CHANGES, limit // 2)
-            self.static.rebase(self.live.rebase(upto), upto)
+            deltas = self.live.rebase(upto)
+            self.static.rebase(deltas, upto)
+            folded = len(deltas)
         log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
-                 "changed; %d live; read %.0f ms, applied %.0f ms, folded %.0f ms)", batch_id,
-                 result.added, result.updated, result.removed, len(result.partitions),
-                 len(self.live), (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                 (time.perf_counter() - t2) * 1e3)
+                 "changed; %d live; read %.0f ms, applied %.0f ms%s)", batch_id, result.added,
+                 result.updated, result.removed, len(result.partitions), len(self.live),
+                 (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+                 f", {folded} partitions folded in {(time.perf_counter() - t2) * 1e3:.0f} ms"
+                 if folded else "")
         if len(self.live.router_pending) > REBASE_ROUTER_DELTAS:
             old = self.router
             self.router = self.sc.broadcast(self.live.router())

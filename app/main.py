@@ -186,7 +186,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         read_policy=policy, feed=feed, live=LiveSubscriptions(strategy, subs))
+                         read_policy=policy, feed=feed, live=LiveSubscriptions(strategy, subs),
+                         fold_bytes=cfg["app.fold_bytes"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     spark.dataSource.register(KafkaSource)
     reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)

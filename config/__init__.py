@@ -132,6 +132,13 @@ def parse_memory(text: Any) -> str:
     return f"{int(m.group(1))}{(m.group(2) or '').lower()}"
 
 
+def parse_bytes(text: Any) -> int:
+    """A size in bytes written as a memory size (4m, 512k, 0)."""
+    size = parse_memory(text)
+    unit = size[-1] if size[-1].isalpha() else ""
+    return int(size.rstrip("kmgt")) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[unit]
+
+
 def _optional_memory(text: Any) -> str:
     """A JVM memory size, or empty for Spark's own default."""
     return "" if isinstance(text, str) and not text.strip() else parse_memory(text)
@@ -229,6 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.on_data_loss", "app", "GEOPS_APP_ON_DATA_LOSS", "--on-data-loss", _str,
             "when offsets the query must read no longer exist: fail, or continue from the "
             "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
+    Setting("app.fold_bytes", "app", "GEOPS_APP_FOLD_BYTES", "--fold-bytes", parse_bytes,
+            "subscription changes pending as deltas before they are folded into the static "
+            "partitions (also at least a tenth of the static side), e.g. 4m"),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
     Setting("spark.ui", "spark", "GEOPS_SPARK_UI", "--spark-ui", _str,

@@ -14,6 +14,8 @@ show as a wrong match.
 
 from __future__ import annotations
 
+import logging
+
 import os
 import signal
 import subprocess
@@ -162,7 +164,7 @@ def versioned_oracle(cfg, summaries: list[dict], publications) -> dict[int, tupl
 
 @pytest.mark.parametrize("join", ["STAL", "STRL"])
 @pytest.mark.parametrize("strategy", ["sPS", "sPIS", "RIhPS", "RIsPS"])
-def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
+def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg, caplog):
     w = generate_workload(seed=61, subscriptions=300, publications=(ROUNDS + 1) * PER_ROUND)
     rels = w.subscriptions.relations.copy()
     rels[::10] = int(Relation.DISJOINT)
@@ -174,9 +176,14 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
     control.send(kafka_cfg.topic("control"), replica_command(1, owners))
     control.close()
     thread = produce_live(kafka_cfg, w.publications, subs, seed=7)
-    assert run_app("--strategy", strategy, "--join", join, "--partitions", "8",
-                   "--stop-after-idle", "4s") == 0
+    # --fold-bytes 0: changes are folded into the payloads as soon as they pass a tenth of the
+    # static side, so folds (which keep the newest changes pending) happen mid-stream
+    with caplog.at_level(logging.INFO, logger="geops.app"):
+        assert run_app("--strategy", strategy, "--join", join, "--partitions", "8",
+                       "--stop-after-idle", "4s", "--fold-bytes", "0") == 0
     thread.join(30)
+    folds = sum("partitions folded" in r.getMessage() for r in caplog.records)
+    assert folds, "no fold of subscription changes happened"
 
     m = metrics(kafka_cfg)
     assert {s["epoch"] for s in m["BatchSummary"]} == {1}
@@ -193,7 +200,7 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg):
     dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
     assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")]
     print(f"\n{strategy} {join}: {len(summaries)} batches over {len(versions)} subscription "
-          f"versions; {len(expected)} publications matched")
+          f"versions, {folds} folds; {len(expected)} publications matched")
 
 
 def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_path):
