@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from app.control import ControlChannel
 from app.metrics import latency_stats
 from app.offsetlog import batch_end_offsets, batch_ranges
-from app.records import Busy, Matched, PartitionLoad, Presence, ReadStats, Stopped
+from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats, Stopped
 from app.source import ReadPolicy
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
@@ -202,6 +202,7 @@ class BatchRunner:
                  for w in owners}
         records = dead = 0
         busiest_ns = 0
+        sizes: dict[int, int] = {}
         for rec in out:
             if isinstance(rec, Stopped):
                 raise EXPECTED_FAILURES[rec.kind](rec.message)
@@ -219,6 +220,9 @@ class BatchRunner:
                 dead += rec.dead_letters
             elif isinstance(rec, Busy):
                 busiest_ns = max(busiest_ns, rec.busy_ns)
+            elif isinstance(rec, Payloads):
+                sizes.update(rec.sizes)
+        self.static.measured(sizes)
         t_write = time.perf_counter()
         keys, ids, times = _unique_keys(known_keys, known_ids, known_times)
         mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),

@@ -92,6 +92,14 @@ class PartitionLoad(NamedTuple):
                 "time": now_ms}
 
 
+class Payloads(NamedTuple):
+    """The static payloads one join task was given, ``{partition: bytes}``: how the sizes of
+    folded payloads are measured without a job of their own."""
+
+    worker: int
+    sizes: dict[int, int]
+
+
 class Busy(NamedTuple):
     """How long one join task ran."""
 

@@ -24,7 +24,7 @@ longer one drops it; in STRL the partition is shipped to each of its owners ever
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark import RDD, SparkContext, StorageLevel
@@ -100,6 +100,7 @@ class StaticSide:
         # epoch since which each (partition, owner) holds the partition
         self.since = {(p, w): epoch for p, o in enumerate(self.owners) for w in o}
         self.base_seq = [0] * self.partitions   # last subscription change in each payload
+        self._replaced: list[RDD] = []  # cached payloads a fold replaced, until it has run
         t0 = time.perf_counter()
         self.rdd: RDD = self._cache(self._build())
         self.sizes = sizes_of(self.rdd, self.partitions)  # payload bytes per partition
@@ -119,7 +120,11 @@ class StaticSide:
     def rebase(self, deltas: dict[int, tuple], seq: int) -> None:
         """Fold subscription changes into the cached payloads where they live (``seq``: the
         newest change they include; only the deltas travel). Resident indexes that applied
-        the changes stay; owners do not change."""
+        the changes stay; owners do not change.
+
+        Lazily: the next batch's job folds them on the executors, beside reading the stream,
+        and its join tasks report the new sizes (``measured``); a job of its own held up the
+        batch by ~0.5 s. The payloads replaced are dropped once that job has run."""
         if not deltas:
             return
 
@@ -130,20 +135,21 @@ class StaticSide:
             return kv[0], StaticPartition(part.partition,
                                           fold_deltas(part.payload, deltas[part.partition]))
 
-        old = self.rdd
-        changed = set(deltas)
         # map, then a shuffle to the same places: the cache holds a shuffle's output, not a
-        # Python RDD (see ``app.static_build.build_payloads``). One job both fills the cache
-        # and measures the folded payloads (a second job cost ~200 ms a fold).
-        self.rdd = (old.map(fold).partitionBy(self.workers, self._keyed_by)
+        # Python RDD (see ``app.static_build.build_payloads``)
+        self._replaced.append(self.rdd)
+        self.rdd = (self.rdd.map(fold).partitionBy(self.workers, self._keyed_by)
                     .persist(StorageLevel.MEMORY_ONLY))
-        sizes = dict(self.rdd.map(lambda kv: (kv[1].partition, len(kv[1].payload)))
-                     .filter(lambda ps: ps[0] in changed).collect())
-        old.unpersist()
-        for pid in changed:
+        for pid in deltas:
             self.base_seq[pid] = seq
+
+    def measured(self, sizes: Mapping[int, int]) -> None:
+        """After a batch's job: the payload sizes its join tasks were given. The payloads that
+        job has replaced (by a fold) are cached anew now, so the old ones are dropped."""
         for pid, size in sizes.items():
             self.sizes[pid] = size
+        while self._replaced:
+            self._replaced.pop().unpersist()
 
     @property
     def total_bytes(self) -> int:
@@ -195,4 +201,5 @@ class StaticSide:
                 .partitionBy(self.workers, by_worker))
 
     def close(self) -> None:
+        self.measured({})
         self.rdd.unpersist()

@@ -21,6 +21,7 @@ from app.records import (
     Items,
     Matched,
     PartitionLoad,
+    Payloads,
     Presence,
     ReadStats,
     StaticPartition,
@@ -294,4 +295,5 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
     if resident:
         for held in [h for h, (k, _) in _RESIDENT.items() if k != ctx.residency.get(h)]:
             del _RESIDENT[held]
+    yield Payloads(worker, {pid: len(data) for pid, data in payloads.items()})
     yield Busy(worker, time.perf_counter_ns() - started)

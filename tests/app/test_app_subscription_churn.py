@@ -15,7 +15,6 @@ show as a wrong match.
 from __future__ import annotations
 
 import logging
-
 import os
 import signal
 import subprocess

@@ -300,7 +300,9 @@ def test_stal_ships_a_new_replica_once_and_drops_a_removed_one(fake_sc):
                            SUBS.ids[:1].copy())
     static.rebase({0: (delta,)}, seq=7)
     folded = fold_deltas(PAYLOADS[0], [delta])
-    assert static.sizes[0] == len(folded) and static.base_seq[0] == 7
+    assert static.base_seq[0] == 7 and static.sizes[0] == len(PAYLOADS[0])  # not measured yet
+    static.measured({r.partition: len(r.payload) for _, r in static.for_batch().records})
+    assert static.sizes[0] == len(folded) and not static._replaced
     static.apply([(1, 0), (1,), (1,), (1,)], 5)
     assert held(static) == {0: [0], 1: [0, 1, 2, 3]}
     assert [r.payload for w, r in static.for_batch().records if r.partition == 0] == [folded] * 2
