@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from geops.model import Relation, Subscriptions, geometries_from_wkb
-from kafkaio.offsets import EndOffsets, read_between
+from kafkaio.offsets import EndOffsets, read_between, reader_consumer
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 from kafkaio.sender import Sender
 from schemas import DecodeError, codec
@@ -148,6 +148,7 @@ class SubscriptionFeed:
             else None)
         self.position: dict[int, int] = {}
         self._probe: EndOffsets | None = None
+        self._reader: Any = None  # the consumer each batch reads its changes with
         self._outage = Outage(self.conf.get("bootstrap.servers", "?"), outage_limit)
 
     def _recorded(self, batch_id: int) -> dict[int, int] | None:
@@ -196,7 +197,10 @@ class SubscriptionFeed:
             ends = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
             self._record(batch_id, ends)
         start = dict(self.position)
-        messages = read_between(self.conf, self.topic, start, ends, self.outage_limit)
+        if self._reader is None:
+            self._reader = reader_consumer(self.conf)
+        messages = read_between(self.conf, self.topic, start, ends, self.outage_limit,
+                                reuse=self._reader)
         latest, report = _decode(messages, self.dead_letter)
         self.position = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
         change = _split(latest, report, self.dead_letter)
@@ -227,3 +231,6 @@ class SubscriptionFeed:
         if self._probe is not None:
             self._probe.close()
             self._probe = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

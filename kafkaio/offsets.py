@@ -158,16 +158,25 @@ def read_to_end(
     yield from read_between(client_conf, topic, start or {}, ends, outage_limit)
 
 
+def reader_consumer(client_conf: Mapping[str, str], level: int = 0) -> Consumer:
+    """A consumer as ``read_between`` reads with (``level``: how long fetches wait)."""
+    return consumer(client_conf, **{"enable.partition.eof": True,
+                                    "fetch.wait.max.ms": FETCH_WAITS_MS[level]})
+
+
 def read_between(
     client_conf: Mapping[str, str], topic: str, start: Mapping[int, int],
     ends: Mapping[int, int], outage_limit: float = DEFAULT_OUTAGE_LIMIT,
+    reuse: Consumer | None = None,
 ) -> Iterator[Message]:
     """The records of ``topic`` from ``start`` (a partition missing: its beginning) up to, not
     including, ``ends``, in offset order per partition.
 
     Offsets that hold no record (compaction, markers) are skipped once a record or the end of
     the log at or past the end is seen. A broker that stops answering is waited for, up to
-    ``outage_limit``.
+    ``outage_limit``. ``reuse``: a consumer from ``reader_consumer`` to read with (assigned
+    here, unassigned after) instead of a new one, for a caller that reads every batch: a new
+    consumer costs a connection and a metadata round trip each time.
     """
     outage = Outage(client_conf.get("bootstrap.servers", "?"), outage_limit)
     begin = {p: start.get(p, OFFSET_BEGINNING) for p in ends}
@@ -178,10 +187,15 @@ def read_between(
     level = 0
 
     def reader(at: Mapping[int, int]) -> Consumer:
-        c = consumer(client_conf, **{"enable.partition.eof": True,
-                                     "fetch.wait.max.ms": FETCH_WAITS_MS[level]})
+        c = reuse if reuse is not None and level == 0 else reader_consumer(client_conf, level)
         c.assign([TopicPartition(topic, p, at[p]) for p in sorted(todo)])
         return c
+
+    def done(c: Consumer) -> None:
+        if c is reuse:
+            c.unassign()
+        else:
+            c.close()
 
     # consume(n) waits out its timeout unless n messages come: ask for what is still expected
     # (an upper bound where offsets hold no record), so a short read is not a 0.2 s one.
@@ -202,7 +216,7 @@ def read_between(
                 if (time.monotonic() - quiet_since >= ESCALATE_AFTER
                         and level + 1 < len(FETCH_WAITS_MS)):
                     level += 1  # the broker may need longer to find the records: wait longer
-                    c.close()
+                    done(c)
                     c = reader(pos)
                     quiet_since = time.monotonic()
             for msg in msgs:
@@ -214,7 +228,7 @@ def read_between(
                     continue
                 if p not in todo:
                     continue
-                if err is None and msg.offset() < ends[p]:
+                if err is None and pos[p] <= msg.offset() < ends[p]:  # not a stale fetch
                     left[p] = ends[p] - msg.offset() - 1
                     pos[p] = msg.offset() + 1
                     yield msg
@@ -222,4 +236,4 @@ def read_between(
                     todo.discard(p)
                     c.incremental_unassign([TopicPartition(topic, p)])
     finally:
-        c.close()
+        done(c)

@@ -132,3 +132,34 @@ def test_reads_deep_in_a_long_partition_are_answered(kafka_cfg):
     assert between == list(range(200_000, 201_000))
     print(f"\nread 1,000 records at 150,000 in {took:.2f} s, at 200,000 "
           f"(read_between) in {time.monotonic() - started:.2f} s")
+
+
+def test_read_between_with_one_consumer_reads_each_range_exactly(kafka_cfg):
+    """The app reads each batch's subscription changes with the same consumer: consecutive
+    ranges (also going back, and one while records are being written) come out exactly, and
+    nothing fetched for one range leaks into the next."""
+    from kafkaio.offsets import read_between, reader_consumer
+
+    create_topics(kafka_cfg, ["publications"])  # 4 partitions
+    topic = kafka_cfg.topic("publications")
+    produce(kafka_cfg, topic, 4_000, 4)
+    conf = kafka_cfg.kafka_client()
+    reader = reader_consumer(conf)
+    try:
+        ranges = [({}, {p: 300 for p in range(4)}),
+                  ({p: 300 for p in range(4)}, {0: 301, 1: 700, 2: 300, 3: 1_000}),
+                  ({0: 10, 1: 20}, {0: 15, 1: 40, 2: 0, 3: 0}),
+                  ({p: 900 for p in range(4)}, {p: 1_000 for p in range(4)})]
+        for start, ends in ranges:
+            got = sorted((m.partition(), m.offset()) for m in
+                         read_between(conf, topic, start, ends, 30.0, reuse=reader))
+            assert got == [(p, o) for p in range(4) for o in range(start.get(p, 0), ends[p])]
+        writer = threading.Thread(target=produce, args=(kafka_cfg, topic, 2_000, 4))
+        writer.start()
+        got = [(m.partition(), m.offset()) for m in
+               read_between(conf, topic, {p: 1_000 for p in range(4)},
+                            {p: 1_100 for p in range(4)}, 30.0, reuse=reader)]
+        writer.join()
+        assert sorted(got) == [(p, o) for p in range(4) for o in range(1_000, 1_100)]
+    finally:
+        reader.close()
