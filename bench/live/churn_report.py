@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import gzip
+import lzma
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
 
 def write_effects(path: Path, levels: Sequence[Any]) -> None:
     """Every change: when it was written, its offset, when it took effect, batches waited."""
-    with gzip.open(path, "wt", newline="") as fh:
+    with lzma.open(path, "wt", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["strategy", "join", "round", "change_rate", "partition", "offset",
                     "written_ms", "effect_ms", "time_to_effect_ms", "batches"])
@@ -225,7 +225,7 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
     _write_csv(out / "levels.csv", [lv.row(trig) for lv in levels])
     _write_csv(out / "batches.csv", [r for lv in levels for r in batch_rows(lv.phase)])
     _write_csv(out / "timeline.csv", [r for lv in levels for r in timeline_rows(lv.phase)])
-    write_effects(out / "effects_raw.csv.gz", levels)
+    write_effects(out / "effects_raw.csv.xz", levels)
     plot(out / "churn.png", cells, trig)
     plot_effect_cdf(out / "effect_cdf.png", levels, trig)
     a = spec.app
@@ -247,7 +247,7 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
         *table(cells), "", "Targets (issue 21; reported, not asserted):", "",
         *targets(cells), "", LEGEND.format(mix=mix), "",
         "Files: `churn.csv` (this table), `levels.csv` (every level of every round), "
-        "`effects_raw.csv.gz` (every change: offset, written, in effect, batches), "
+        "`effects_raw.csv.xz` (every change: offset, written, in effect, batches), "
         "`batches.csv` (every BatchSummary of the levels), `timeline.csv` (per second of each "
         "level: offered, processed, lag, latency), `churn.png`, `effect_cdf.png`.", ""]
     (out / "README.md").write_text("\n".join(lines))

@@ -4,7 +4,7 @@ end (slow)."""
 from __future__ import annotations
 
 import csv
-import gzip
+import lzma
 from pathlib import Path
 
 import numpy as np
@@ -214,7 +214,7 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
         "--pool", "2000", "--rate", "300", "--change-rates", "0,200", "--duration", "5s",
         "--tail", "2s", "--rounds", "1", "--partitions", "8", "--warmup", "3s", timeout=240)
     for name in ("README.md", "churn.csv", "levels.csv", "batches.csv", "timeline.csv",
-                 "effects_raw.csv.gz", "churn.png", "effect_cdf.png"):
+                 "effects_raw.csv.xz", "churn.png", "effect_cdf.png"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "churn.csv") as fh:
         rows = {float(r["change_rate"]): r for r in csv.DictReader(fh)}
@@ -224,7 +224,7 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
                for r in rows.values())
     changed = rows[200.0]
     assert int(changed["effective"]) > 0 and float(changed["tte_p99_ms"]) > 0
-    with gzip.open(out / "effects_raw.csv.gz", "rt") as fh:
+    with lzma.open(out / "effects_raw.csv.xz", "rt") as fh:
         effects = list(csv.DictReader(fh))
     assert len(effects) == int(changed["changes"]) > 400  # 200/s for 3 s
     readme = (out / "README.md").read_text()
@@ -271,7 +271,7 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
     lines = []
     churn_report.write(spec, levels, lines.append)
     for name in ("README.md", "churn.csv", "levels.csv", "batches.csv", "timeline.csv",
-                 "effects_raw.csv.gz", "churn.png", "effect_cdf.png"):
+                 "effects_raw.csv.xz", "churn.png", "effect_cdf.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     with open(tmp_path / "churn.csv") as fh:
         rows = {(r["strategy"], float(r["change_rate"])): r for r in csv.DictReader(fh)}
@@ -283,7 +283,7 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
     readme = (tmp_path / "README.md").read_text()
     assert "geops bench churn" in readme and "0.978 of 0 changes/s" in readme
     assert "**met**" in readme
-    with gzip.open(tmp_path / "effects_raw.csv.gz", "rt") as fh:
+    with lzma.open(tmp_path / "effects_raw.csv.xz", "rt") as fh:
         assert len(list(csv.DictReader(fh))) == 4 * 90
 
 
