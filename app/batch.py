@@ -20,6 +20,7 @@ from pyspark import Broadcast
 from pyspark.sql import DataFrame
 
 from app.control import ControlChannel
+from app.joins import JOIN_MODES
 from app.metrics import latency_stats
 from app.offsetlog import batch_end_offsets, batch_ranges
 from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats, Stopped
@@ -46,6 +47,8 @@ EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 # and a resident matcher that already applied a change must not rebuild because it was folded.
 REBASE_KEEP_CHANGES = 3
 REBASE_ROUTER_DELTAS = 64
+# Batches a change may stay pending before it is folded however small the pending changes are.
+FOLD_AGE_BATCHES = 20
 
 
 @dataclass
@@ -102,6 +105,7 @@ class BatchRunner:
         self.checkpoint = checkpoint
         self.read_policy = read_policy or ReadPolicy()
         self.fold_bytes = fold_bytes
+        self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
         self.feed = feed
         self.live = live
@@ -148,30 +152,53 @@ class BatchRunner:
         result = self.live.apply(change.upserts, change.deletes)
         self.disjoint = self.live.disjoint_ids()
         t2 = time.perf_counter()
-        limit = max(self.fold_bytes, self.static.total_bytes // 10)
-        folded = 0
-        if self.live.pending_bytes() > limit:
-            upto = self.live.fold_point(REBASE_KEEP_CHANGES, limit // 2)
-            deltas = self.live.rebase(upto)
-            self.static.rebase(deltas, upto)
-            folded = len(deltas)
+        self._changed_in[self.live.seq] = batch_id
         log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
-                 "changed; %d live; read %.0f ms, applied %.0f ms%s)", batch_id, result.added,
+                 "changed; %d live; read %.0f ms, applied %.0f ms)", batch_id, result.added,
                  result.updated, result.removed, len(result.partitions), len(self.live),
-                 (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                 f", {folded} partitions folded in {(time.perf_counter() - t2) * 1e3:.0f} ms"
-                 if folded else "")
-        if len(self.live.router_pending) > REBASE_ROUTER_DELTAS:
-            old = self.router
-            self.router = self.sc.broadcast(self.live.router())
-            self.live.router_pending.clear()
-            old.unpersist()
+                 (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+
+    def _fold(self, batch_id: int) -> None:
+        """Fold pending subscription changes into the static side when they have grown past
+        the limit, or have waited ``FOLD_AGE_BATCHES``: every batch pays for what is pending
+        (STRL applies it to every partition it builds), also when no new change comes."""
+        live = self.live
+        if live is None:
+            return
+        waited = {seq: batch_id - b for seq, b in self._changed_in.items()}
+        limit = max(self.fold_bytes, self.static.total_bytes // 10)
+        old = max((waited[d.seq] for ds in live.pending.values() for d in ds), default=0)
+        if live.pending_bytes() > limit:
+            keep = REBASE_KEEP_CHANGES if JOIN_MODES[self.join_mode].resident else 0
+            upto, why = live.fold_point(keep, limit // 2), "over the limit"
+        elif old >= FOLD_AGE_BATCHES:
+            upto, why = live.seq, f"pending for {old} batches"
+        else:
+            upto = None
+        if upto is not None:
+            t0 = time.perf_counter()
+            deltas = live.rebase(upto)
+            self.static.rebase(deltas, upto)
+            log.info("batch %d: %d partitions folded (subscription changes up to %d, %s) in "
+                     "%.0f ms", batch_id, len(deltas), upto, why,
+                     (time.perf_counter() - t0) * 1e3)
+        router_old = max((waited[d.seq] for d in live.router_pending), default=0)
+        if (len(live.router_pending) > REBASE_ROUTER_DELTAS
+                or router_old >= FOLD_AGE_BATCHES):
+            old_router = self.router
+            self.router = self.sc.broadcast(live.router())
+            live.router_pending.clear()
+            old_router.unpersist()
+        pending = {d.seq for ds in live.pending.values() for d in ds}
+        pending.update(d.seq for d in live.router_pending)
+        self._changed_in = {q: b for q, b in self._changed_in.items() if q in pending}
 
     def _run(self, batch_id: int) -> None:
         started = _now_ms()
         t0 = time.perf_counter()
         self._apply_control(batch_id)
         self._apply_subscriptions(batch_id)
+        self._fold(batch_id)
         state = self.state
         live = self.live
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
