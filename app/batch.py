@@ -41,14 +41,15 @@ log = logging.getLogger("geops.app")
 
 EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 # Pending subscription deltas travel with every join task; past ``fold_bytes`` (and a tenth of
-# the static side) they are folded into the partitions' payloads, and past this many changes
-# the replicated router is sent anew.
-# Changes left pending by a rebase: a worker's tasks run in whichever Python process is free,
-# and a resident matcher that already applied a change must not rebuild because it was folded.
+# the static side), or once one has waited FOLD_AGE_BATCHES, they are folded into the
+# partitions' payloads. A fold leaves the newest REBASE_KEEP_CHANGES pending under STAL: a
+# worker's tasks run in whichever Python process is free, and a resident matcher that already
+# applied a change must not rebuild because it was folded. Past REBASE_ROUTER_DELTAS changes
+# the replicated router is sent anew (its deltas are applied once per process, so they cost
+# little while pending; a new router over every subscription costs seconds at 1M).
+FOLD_AGE_BATCHES = 20
 REBASE_KEEP_CHANGES = 3
 REBASE_ROUTER_DELTAS = 64
-# Batches a change may stay pending before it is folded however small the pending changes are.
-FOLD_AGE_BATCHES = 20
 
 
 @dataclass
@@ -182,15 +183,12 @@ class BatchRunner:
             log.info("batch %d: %d partitions folded (subscription changes up to %d, %s) in "
                      "%.0f ms", batch_id, len(deltas), upto, why,
                      (time.perf_counter() - t0) * 1e3)
-        router_old = max((waited[d.seq] for d in live.router_pending), default=0)
-        if (len(live.router_pending) > REBASE_ROUTER_DELTAS
-                or router_old >= FOLD_AGE_BATCHES):
+        if len(live.router_pending) > REBASE_ROUTER_DELTAS:
             old_router = self.router
             self.router = self.sc.broadcast(live.router())
             live.router_pending.clear()
             old_router.unpersist()
         pending = {d.seq for ds in live.pending.values() for d in ds}
-        pending.update(d.seq for d in live.router_pending)
         self._changed_in = {q: b for q, b in self._changed_in.items() if q in pending}
 
     def _run(self, batch_id: int) -> None:

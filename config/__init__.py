@@ -238,7 +238,8 @@ SETTINGS: tuple[Setting, ...] = (
             "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
     Setting("app.fold_bytes", "app", "GEOPS_APP_FOLD_BYTES", "--fold-bytes", parse_bytes,
             "subscription changes pending as deltas before they are folded into the static "
-            "partitions (also at least a tenth of the static side), e.g. 4m"),
+            "partitions (also at least a tenth of the static side; a change that waited 20 "
+            "batches is folded anyway), e.g. 4m"),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", _str,
             "Spark master when spark-submit was not given one"),
     Setting("spark.ui", "spark", "GEOPS_SPARK_UI", "--spark-ui", _str,
