@@ -92,7 +92,7 @@ class BatchRunner:
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
                  read_policy: ReadPolicy | None = None,
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
-                 fold_bytes: int = 4 << 20):
+                 fold_bytes: int):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -166,14 +166,14 @@ class BatchRunner:
         live = self.live
         if live is None:
             return
-        waited = {seq: batch_id - b for seq, b in self._changed_in.items()}
         limit = max(self.fold_bytes, self.static.total_bytes // 10)
-        old = max((waited[d.seq] for ds in live.pending.values() for d in ds), default=0)
+        waited = batch_id - min((self._changed_in[d.seq] for ds in live.pending.values()
+                                 for d in ds), default=batch_id)  # by the oldest pending
         if live.pending_bytes() > limit:
             keep = REBASE_KEEP_CHANGES if JOIN_MODES[self.join_mode].resident else 0
             upto, why = live.fold_point(keep, limit // 2), "over the limit"
-        elif old >= FOLD_AGE_BATCHES:
-            upto, why = live.seq, f"pending for {old} batches"
+        elif waited >= FOLD_AGE_BATCHES:
+            upto, why = live.seq, f"pending for {waited} batches"
         else:
             upto = None
         if upto is not None:

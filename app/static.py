@@ -148,6 +148,9 @@ class StaticSide:
         job has replaced (by a fold) are cached anew now, so the old ones are dropped."""
         for pid, size in sizes.items():
             self.sizes[pid] = size
+        self._drop_replaced()
+
+    def _drop_replaced(self) -> None:
         while self._replaced:
             self._replaced.pop().unpersist()
 
@@ -201,5 +204,5 @@ class StaticSide:
                 .partitionBy(self.workers, by_worker))
 
     def close(self) -> None:
-        self.measured({})
+        self._drop_replaced()
         self.rdd.unpersist()
