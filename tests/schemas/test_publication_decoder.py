@@ -1,4 +1,5 @@
-"""The bulk Publication decoder gives, record for record, what the codec gives."""
+"""The bulk Publication and Subscription decoders give, record for record, what the codec
+gives."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geops.model import Relation
 from schemas import DecodeError, codec
 from schemas.codec import HEADER_LEN, MAGIC
-from schemas.publication_decoder import decode_publications
+from schemas.publication_decoder import decode_publications, decode_subscriptions
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 PUBLICATION = st.fixed_dictionaries({"id": INT64, "geometry": st.binary(max_size=300),
@@ -103,3 +105,55 @@ def test_valid_records_never_go_through_the_codec(monkeypatch) -> None:
     monkeypatch.setattr(type(codec()), "decode_as", refuse)
     got = decode_publications(values)
     assert got.ok.all() and got.ids.tolist() == list(range(-500, 500))
+
+
+SUBSCRIPTION = st.fixed_dictionaries({"id": INT64, "geometry": st.binary(max_size=300),
+                                      "relation": st.sampled_from([r.name for r in Relation])})
+
+
+def _check_subscriptions(values: list[bytes | None]) -> None:
+    got = decode_subscriptions(values)
+    records, errors = [], []
+    for i, v in enumerate(values):
+        try:
+            records.append(codec().decode_as("Subscription", v))
+        except DecodeError as exc:
+            errors.append((i, str(exc)))
+    assert got.errors == errors
+    assert got.ok.tolist() == [i not in dict(errors) for i in range(len(values))]
+    assert got.ids.dtype == np.int64 and got.relations.dtype == np.int8
+    assert [{"id": i, "geometry": g, "relation": Relation(r).name} for i, g, r in
+            zip(got.ids.tolist(), got.geometries.tolist(), got.relations.tolist(),
+                strict=True)] == records
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(SUBSCRIPTION, st.sampled_from(["keep", "cut", "extend", "flip"]),
+                          st.integers(0, 10_000), st.integers(0, 255)), max_size=30))
+def test_subscriptions_decode_and_fail_as_the_codec_says(items):
+    """Subscriptions as the start-up scan reads them: valid, truncated, extended or bit-flipped
+    (a flipped relation byte may name no symbol: the codec says so)."""
+    values = []
+    for record, damage, where, byte in items:
+        data = bytearray(codec().encode("Subscription", record))
+        at = where % len(data)
+        if damage == "cut":
+            data = data[:at]
+        elif damage == "extend":
+            data += bytes([byte])
+        elif damage == "flip":
+            data[at] = byte
+        values.append(bytes(data))
+    other = codec().encode("Publication", {"id": 1, "geometry": b"\x01", "event_time": 5})
+    _check_subscriptions([*values, None, b"", other])
+
+
+def test_every_relation_and_a_symbol_out_of_range() -> None:
+    good = [codec().encode("Subscription", {"id": 3, "geometry": b"\x01\x02", "relation": r.name})
+            for r in Relation]
+    bad = good[0][:-1] + bytes([2 * len(Relation)])   # index 10 (zig-zag 20): no such symbol
+    negative = good[0][:-1] + b"\x01"                 # index -1: whatever the codec makes of it
+    _check_subscriptions([*good, bad, negative])
+    got = decode_subscriptions([*good, bad])
+    assert got.relations.tolist() == [int(r) for r in Relation]
+    assert [i for i, _ in got.errors] == [len(good)]
