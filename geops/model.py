@@ -78,6 +78,39 @@ class Subscriptions:
 
 
 @dataclass
+class Envelopes:
+    """What placing and routing subscriptions needs of them, without their geometries: ids
+    (int64), envelopes (n × 4 float64: xmin, ymin, xmax, ymax), whether each is a point, and
+    relations (int8). The app's driver keeps this of a million subscriptions, not the shapes."""
+
+    ids: np.ndarray
+    bounds: np.ndarray
+    points: np.ndarray
+    relations: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.ids = np.asarray(self.ids, dtype=np.int64)
+        self.bounds = np.asarray(self.bounds, dtype=np.float64).reshape(-1, 4)
+        self.points = np.asarray(self.points, dtype=bool)
+        self.relations = np.asarray(self.relations, dtype=np.int8)
+        if not len(self.ids) == len(self.bounds) == len(self.points) == len(self.relations):
+            raise ValueError("ids, bounds, points and relations must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray) -> Envelopes:
+        return Envelopes(self.ids[index], self.bounds[index], self.points[index],
+                         self.relations[index])
+
+    @classmethod
+    def of(cls, subs: Subscriptions) -> Envelopes:
+        """The envelopes of ``subs`` (row for row)."""
+        return cls(subs.ids, shapely.bounds(subs.geoms) if len(subs) else np.empty((0, 4)),
+                   shapely.get_type_id(subs.geoms) == 0, subs.relations)
+
+
+@dataclass
 class Publications:
     """Column-wise publications: ids (int64), geometries (object), event times (int64 ms)."""
 

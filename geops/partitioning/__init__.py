@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import shapely
 
 from config.choices import PARTITIONERS
-from geops.model import Subscriptions
+from geops.model import Envelopes, Subscriptions
 from geops.partitioning.grid import build_grid
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.quadtree import build_quadtree, quadtree_leaves
@@ -47,7 +46,7 @@ def sample_size(num_subscriptions: int, num_partitions: int) -> int:
     return min(num_subscriptions, max(2 * num_partitions, num_subscriptions // 100))
 
 
-def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
+def build_partitioner(kind: str, subs: Subscriptions | Envelopes, num_partitions: int, *,
                       sample_seed: int = 0) -> SpatialPartitioner:
     """Build a ``kind`` partitioner ("kdbtree", "quadtree" or "grid") for ``subs``.
 
@@ -58,7 +57,8 @@ def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
     chosen = KINDS[PARTITIONERS.check(kind)]
     if num_partitions < 1:
         raise ValueError(f"need at least one partition, got {num_partitions}")
-    bounds = shapely.bounds(subs.geoms) if len(subs) else np.empty((0, 4))
+    envelopes = subs if isinstance(subs, Envelopes) else Envelopes.of(subs)
+    bounds = envelopes.bounds
     if len(bounds):
         frame = np.array([bounds[:, 0].min(), bounds[:, 1].min(),
                           bounds[:, 2].max(), bounds[:, 3].max()])
@@ -66,7 +66,7 @@ def build_partitioner(kind: str, subs: Subscriptions, num_partitions: int, *,
         frame = np.array([0.0, 0.0, 1.0, 1.0])
     if not chosen.sampled:
         return chosen.build(None, frame, num_partitions)
-    order = np.lexsort((bounds[:, 3], bounds[:, 2], bounds[:, 1], bounds[:, 0], subs.ids))
+    order = np.lexsort((bounds[:, 3], bounds[:, 2], bounds[:, 1], bounds[:, 0], envelopes.ids))
     rng = np.random.default_rng(sample_seed)
     pick = np.sort(rng.choice(len(order), sample_size(len(order), num_partitions),
                               replace=False))

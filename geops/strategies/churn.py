@@ -5,7 +5,7 @@ deletes by id) into what the partitions and the router need, nothing more:
 
 - per static partition a ``PartitionDelta`` (the subscriptions to insert, encoded like a
   partition payload, and the ids to delete): a new subscription goes where the strategy's
-  placement rule puts it (``Strategy.place_subscriptions``: the partitioner's cells, which
+  placement rule puts it (``Layout.place``: the partitioner's cells, which
   cover the whole plane, or ``id mod P``); a changed one leaves the partitions it no longer
   belongs to;
 - for RIhPS and RIsPS a ``RouterDelta`` for the replicated global index;
@@ -23,11 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import shapely
 
-from geops.model import Relation, Subscriptions
+from geops.model import Envelopes, Relation, Subscriptions
 from geops.strategies import payload
-from geops.strategies.strategy import KINDS, Strategy
+from geops.strategies.strategy import KINDS, Layout
 
 
 @dataclass(frozen=True)
@@ -66,26 +65,37 @@ class ChangeResult:
 
 
 class LiveSubscriptions:
-    """The live subscriptions of a strategy, changed incrementally."""
+    """The live subscriptions of a strategy, changed incrementally.
 
-    def __init__(self, strategy: Strategy, subs: Subscriptions):
+    Given ``Subscriptions`` it keeps their shapes too (the live set and its partitions can be
+    read back: offline runs, tests); given ``Envelopes`` (the app's driver) it keeps what
+    placing and routing need only, per id: its envelope, relation and partitions.
+    """
+
+    def __init__(self, strategy: Layout, subs: Subscriptions | Envelopes):
         self.strategy = strategy
         self.seq = 0
-        self._geoms: dict[int, object] = dict(zip(subs.ids.tolist(), subs.geoms, strict=True))
-        self._relations: dict[int, int] = dict(zip(subs.ids.tolist(),
-                                                   subs.relations.tolist(), strict=True))
-        index, pids = strategy.place_subscriptions(subs)
+        envelopes = subs if isinstance(subs, Envelopes) else Envelopes.of(subs)
+        self._geoms: dict[int, object] | None = (
+            None if isinstance(subs, Envelopes)
+            else dict(zip(subs.ids.tolist(), subs.geoms, strict=True)))
+        n = len(envelopes)
+        self._row: dict[int, int] = dict(zip(envelopes.ids.tolist(), range(n), strict=True))
+        self._bounds = envelopes.bounds.copy()
+        self._relations = envelopes.relations.copy()
+        self._free: list[int] = []
+        index, pids = strategy.place(envelopes)
         self._places: dict[int, tuple[int, ...]] = {}
-        ids = subs.ids[index].tolist()
+        ids = envelopes.ids[index].tolist()
         for sid, pid in zip(ids, pids.tolist(), strict=True):
             self._places[sid] = (*self._places.get(sid, ()), pid)
         self._sizes = np.bincount(pids, minlength=strategy.num_partitions).astype(np.int64)
-        self._disjoint = set(subs.ids[subs.relations == Relation.DISJOINT].tolist())
+        self._disjoint = set(envelopes.ids[envelopes.relations == Relation.DISJOINT].tolist())
         self.pending: dict[int, list[PartitionDelta]] = {}
         self.router_pending: list[RouterDelta] = []
 
     def __len__(self) -> int:
-        return len(self._geoms)
+        return len(self._row)
 
     @property
     def has_router_index(self) -> bool:
@@ -99,18 +109,51 @@ class LiveSubscriptions:
         """Live subscriptions per partition (replicas count in each)."""
         return self._sizes.copy()
 
+    def _shapes(self) -> dict[int, object]:
+        if self._geoms is None:
+            raise RuntimeError("this live set keeps envelopes only, not the subscriptions' "
+                               "shapes")
+        return self._geoms
+
+    def _take(self, ids: list[int]) -> Subscriptions:
+        geoms = self._shapes()
+        rows = np.array([self._row[i] for i in ids], np.int64)
+        return Subscriptions(np.array(ids, np.int64), np.array([geoms[i] for i in ids], object),
+                             self._relations[rows])
+
     def subscriptions(self) -> Subscriptions:
-        """The live set, sorted by id."""
-        ids = np.array(sorted(self._geoms), np.int64)
-        return Subscriptions(ids, np.array([self._geoms[i] for i in ids.tolist()], object),
-                             np.array([self._relations[i] for i in ids.tolist()], np.int8))
+        """The live set, sorted by id (only when built with the shapes)."""
+        return self._take(sorted(self._row))
 
     def partition_subscriptions(self, pid: int) -> Subscriptions:
-        """The live subscriptions of partition ``pid``, sorted by id."""
-        ids = sorted(i for i, places in self._places.items() if pid in places)
-        return Subscriptions(np.array(ids, np.int64),
-                             np.array([self._geoms[i] for i in ids], object),
-                             np.array([self._relations[i] for i in ids], np.int8))
+        """The live subscriptions of partition ``pid``, sorted by id (only when built with the
+        shapes)."""
+        return self._take(sorted(i for i, places in self._places.items() if pid in places))
+
+    def _forget(self, sid: int) -> None:
+        self._free.append(self._row.pop(sid))
+        if self._geoms is not None:
+            del self._geoms[sid]
+        self._disjoint.discard(sid)
+
+    def _keep(self, sid: int, bounds: np.ndarray, relation: int, geom: object) -> None:
+        row = self._row.get(sid)
+        if row is None:
+            if not self._free:
+                grow = max(16, len(self._relations))
+                self._free = list(range(len(self._relations) + grow - 1,
+                                        len(self._relations) - 1, -1))
+                self._bounds = np.concatenate([self._bounds, np.zeros((grow, 4))])
+                self._relations = np.concatenate([self._relations, np.zeros(grow, np.int8)])
+            row = self._row[sid] = self._free.pop()
+        self._bounds[row] = bounds
+        self._relations[row] = relation
+        if self._geoms is not None:
+            self._geoms[sid] = geom
+        if relation == Relation.DISJOINT:
+            self._disjoint.add(sid)
+        else:
+            self._disjoint.discard(sid)
 
     def apply(self, upserts: Subscriptions, deletes: np.ndarray) -> ChangeResult:
         """Apply one change: ``deletes`` (ids; unknown ones are ignored), then ``upserts``
@@ -130,9 +173,9 @@ class LiveSubscriptions:
             for pid in places:
                 gone.setdefault(pid, []).append(sid)
                 self._sizes[pid] -= 1
-            del self._geoms[sid], self._relations[sid]
-            self._disjoint.discard(sid)
-        index, pids = self.strategy.place_subscriptions(upserts)
+            self._forget(sid)
+        envelopes = Envelopes.of(upserts)
+        index, pids = self.strategy.place(envelopes)
         new_places: dict[int, tuple[int, ...]] = {}
         for sid, pid in zip(upserts.ids[index].tolist(), pids.tolist(), strict=True):
             new_places[sid] = (*new_places.get(sid, ()), pid)
@@ -153,12 +196,8 @@ class LiveSubscriptions:
                 added.setdefault(pid, []).append(row)
                 self._sizes[pid] += 1
             self._places[sid] = places
-            self._geoms[sid] = upserts.geoms[row]
-            self._relations[sid] = int(upserts.relations[row])
-            if upserts.relations[row] == Relation.DISJOINT:
-                self._disjoint.add(sid)
-            else:
-                self._disjoint.discard(sid)
+            self._keep(sid, envelopes.bounds[row], int(upserts.relations[row]),
+                       upserts.geoms[row])
         for pid in sorted(set(gone) | set(added)):
             rows = np.array(added.get(pid, []), np.int64)
             delta = PartitionDelta(
@@ -167,8 +206,8 @@ class LiveSubscriptions:
             out.partitions[pid] = delta
             self.pending.setdefault(pid, []).append(delta)
         if self.has_router_index and (len(index) or router_gone):
-            out.router = RouterDelta(self.seq, upserts.ids[index],
-                                     shapely.bounds(upserts.geoms[index]), pids.astype(np.int32),
+            out.router = RouterDelta(self.seq, upserts.ids[index], envelopes.bounds[index],
+                                     pids.astype(np.int32),
                                      np.array(sorted(set(router_gone)), np.int64))
             self.router_pending.append(out.router)
         return out
@@ -179,8 +218,9 @@ class LiveSubscriptions:
 
         ids = np.array(sorted(self._places), np.int64)
         pids = np.array([self._places[i][0] for i in ids.tolist()], np.int32)
-        geoms = np.array([self._geoms[i] for i in ids.tolist()], object)
-        return CandidateRouter(ids, shapely.bounds(geoms), pids, self.strategy.num_partitions)
+        rows = np.array([self._row[i] for i in ids.tolist()], np.int64)
+        return CandidateRouter(ids, self._bounds[rows].reshape(-1, 4), pids,
+                               self.strategy.num_partitions)
 
     def pending_bytes(self) -> int:
         return sum(d.nbytes for deltas in self.pending.values() for d in deltas)

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import shapely
 
-from geops.model import Relation, Subscriptions
+from geops.model import Envelopes, Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, load_partition
 from geops.strategies.churn import LiveSubscriptions, apply_deltas, fold_deltas
 from geops.strategies.local import LocalRunner
+from geops.strategies.strategy import KINDS, Layout
 
 STRATEGIES = ("sPS", "sPIS", "RIhPS", "RIsPS")
 
@@ -187,3 +188,37 @@ def test_sizes_disjoint_and_a_delete_and_re_add_in_one_change(cases):
     assert victim in live.disjoint_ids().tolist()
     assert live.partition_sizes().sum() == len(subs)
     assert result.router is not None and result.router.ids.tolist() == [victim]
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_live_set_of_envelopes_makes_the_same_deltas_as_one_with_shapes(name, cases):
+    """The app's driver keeps envelopes only (``Layout`` over ``Envelopes``): every change must
+    give the deltas, router, sizes and DISJOINT ids the live set with the shapes gives."""
+    subs = cases.subscriptions(seed=11, n=150)
+    strategy = build_strategy(name, subs, 8)
+    layout = Layout(name, Envelopes.of(subs), 8)
+    shapes, envelopes = LiveSubscriptions(strategy, subs), LiveSubscriptions(layout,
+                                                                             Envelopes.of(subs))
+    for ups, dels in changes(cases, subs, seed=r_seed(name) + 40, rounds=8):
+        want, got = shapes.apply(ups, dels), envelopes.apply(ups, dels)
+        assert sorted(got.partitions) == sorted(want.partitions)
+        for pid, delta in want.partitions.items():
+            assert got.partitions[pid].upserts == delta.upserts
+            np.testing.assert_array_equal(got.partitions[pid].deletes, delta.deletes)
+        assert (got.router is None) == (want.router is None)
+        if want.router is not None:
+            for field in ("ids", "bounds", "partitions", "deletes"):
+                np.testing.assert_array_equal(getattr(got.router, field),
+                                              getattr(want.router, field))
+        np.testing.assert_array_equal(envelopes.partition_sizes(), shapes.partition_sizes())
+        np.testing.assert_array_equal(envelopes.disjoint_ids(), shapes.disjoint_ids())
+        assert len(envelopes) == len(shapes)
+    if KINDS[name].candidates:
+        a, b = envelopes.router(), shapes.router()
+        _, geoms = cases.publications(seed=5, subs=shapes.subscriptions(), cells=None, n=40)
+        ra, rb = a.route(geoms), b.route(geoms)
+        assert len(ra) > 0
+        for field in ("pub_index", "partition", "cand_offsets", "cand_ids"):
+            np.testing.assert_array_equal(getattr(ra, field), getattr(rb, field))
+    with pytest.raises(RuntimeError, match="envelopes only"):
+        envelopes.subscriptions()
