@@ -117,9 +117,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
     from app.static_build import BuildSpec
+    from app.subscription_scan import Scan, TopicRange
     from app.subscriptions import SubscriptionFeed
-    from geops.strategies import build_strategy
     from geops.strategies.churn import LiveSubscriptions
+    from geops.strategies.strategy import Layout
     from kafkaio.clients import KafkaUnavailable, check_reachable
     from schemas.assignment import initial_assignment
 
@@ -132,27 +133,37 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                             cfg["kafka.outage_limit"], topics.dead_letter, app_id)
     try:
         check_reachable(kafka_conf)
-        subs, report = feed.initial()
+        ends = feed.start()
     except KafkaUnavailable as exc:
         log.error("%s", exc)
         return getattr(exc, "exit_code", EXIT_FAILED)
-    if len(subs) == 0:
-        log.error("no subscriptions on topic '%s' (%d records, %d tombstones, %d skipped); "
-                  "load some with `geops subscribe`", cfg.topic("subscriptions"),
-                  report.records, report.tombstones, report.skipped)
-        return EXIT_FAILED
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
     sc = spark.sparkContext
     workers = cfg["app.workers"] or sc.defaultParallelism
     t = time.perf_counter()
-    strategy = build_strategy(cfg["app.strategy"], subs, cfg["app.partitions"],
-                              cfg["app.partitioner"])
+    scan = Scan(sc, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"), ends,
+                               cfg["kafka.outage_limit"]))
+    found = scan.set
+    feed.reject(found.dead)
+    scanned_s = time.perf_counter() - t
+    if len(found.envelopes) == 0:
+        log.error("no subscriptions on topic '%s' (%d records, %d tombstones, %d skipped); "
+                  "load some with `geops subscribe`", cfg.topic("subscriptions"),
+                  found.records, found.tombstones, found.skipped)
+        scan.release()
+        watchdog.disarm()
+        spark.stop()
+        return EXIT_FAILED
+    t = time.perf_counter()
+    strategy = Layout(cfg["app.strategy"], found.envelopes, cfg["app.partitions"],
+                      cfg["app.partitioner"])
     partitions = strategy.num_partitions
-    log.info("%d subscriptions (%d records read, %d skipped) in %d partitions for %s with a %s "
-             "partitioner, %d workers, %s join (built in %.1f s)", len(subs), report.records,
-             report.skipped, partitions, strategy.name, cfg["app.partitioner"], workers,
-             cfg["app.join"], time.perf_counter() - t)
+    log.info("%d subscriptions (%d records read by the executors in %.1f s, %d skipped) in %d "
+             "partitions for %s with a %s partitioner, %d workers, %s join (built in %.1f s)",
+             len(found.envelopes), found.records, scanned_s, found.skipped, partitions,
+             strategy.name, cfg["app.partitioner"], workers, cfg["app.join"],
+             time.perf_counter() - t)
     if partitions < 4 * workers:
         log.warning("only %d static partitions for %d workers; keep P >= 4 W so the "
                     "distributor can balance", partitions, workers)
@@ -173,9 +184,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         epoch, owners = 0, [(w,) for w in initial_assignment(partitions, workers)]
     spec = BuildSpec(strategy.name, partitions,
                      None if strategy.partitioner is None else sc.broadcast(strategy.partitioner),
-                     dict(kafka_conf), cfg.topic("subscriptions"), dict(feed.position),
-                     cfg["kafka.outage_limit"])
+                     scan.payloads(), sc.broadcast(found.stale))
     static = StaticSide(sc, spec, cfg["app.join"], workers, owners, epoch)
+    scan.release()
     log.info("static data: %d bytes in %d partitions (%.0f bytes per subscription, the largest "
              "partition %d bytes), built on the executors in %.1f s", static.total_bytes,
              partitions, static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
@@ -186,7 +197,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         read_policy=policy, feed=feed, live=LiveSubscriptions(strategy, subs),
+                         read_policy=policy, feed=feed,
+                         live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     spark.dataSource.register(KafkaSource)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from app.subscription_scan import DeadRecord
 from geops.model import Relation, Subscriptions, geometries_from_wkb
 from kafkaio.offsets import EndOffsets, read_between, reader_consumer
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
@@ -114,22 +115,6 @@ def _split(latest: dict, report: LoadReport, dead_letter: DeadLetter | None) -> 
     return Change(Subscriptions(ids[pick], geoms[pick], rels[pick]), deletes, report)
 
 
-def load_subscriptions(client_conf: Mapping[str, str], topic: str,
-                       outage_limit: float = DEFAULT_OUTAGE_LIMIT,
-                       ) -> tuple[Subscriptions, LoadReport]:
-    """The live subscriptions of ``topic`` (read to its end as of now)."""
-    probe = EndOffsets(client_conf, timeout=10.0, answer_wait=10.0)
-    try:
-        ends = with_retry(lambda: probe(topic),
-                          Outage(client_conf.get("bootstrap.servers", "?"), outage_limit),
-                          f"end offsets of {topic}")
-    finally:
-        probe.close()
-    latest, report = _decode(read_between(client_conf, topic, {}, ends, outage_limit), None)
-    change = _split(latest, report, None)
-    return change.upserts, change.report
-
-
 class SubscriptionFeed:
     """The subscriptions topic, read batch by batch at offsets recorded in the checkpoint."""
 
@@ -142,10 +127,11 @@ class SubscriptionFeed:
         self.outage_limit = outage_limit
         self.dead_letter_topic = dead_letter_topic
         self.app_id = app_id
-        self._dead: list[tuple[Any, str]] = []
+        self._dead: list[DeadRecord] = []
         self.dead_letter: DeadLetter | None = (
-            (lambda msg, reason: self._dead.append((msg, reason))) if dead_letter_topic
-            else None)
+            (lambda msg, reason: self._dead.append(DeadRecord(
+                msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), reason)))
+            if dead_letter_topic else None)
         self.position: dict[int, int] = {}
         self._probe: EndOffsets | None = None
         self._reader: Any = None  # the consumer each batch reads its changes with
@@ -173,8 +159,9 @@ class SubscriptionFeed:
         return with_retry(lambda: self._probe(self.topic), self._outage,
                           f"end offsets of {self.topic}")
 
-    def initial(self) -> tuple[Subscriptions, LoadReport]:
-        """The set to start from: as of the newest recorded batch (a restart), else now."""
+    def start(self) -> dict[int, int]:
+        """The end offsets the set to start from is read up to (by ``app.subscription_scan``):
+        those of the newest recorded batch (a restart), else the topic's ends now."""
         recorded = sorted(int(f.name) for f in self.dir.glob("[0-9]*")) if self.dir.exists() \
             else []
         ends = self._recorded(recorded[-1]) if recorded else None
@@ -182,12 +169,17 @@ class SubscriptionFeed:
             ends = self._ends_now()
         else:
             log.info("subscriptions as of batch %d (offsets %s)", recorded[-1], ends)
-        latest, report = _decode(read_between(self.conf, self.topic, {}, ends,
-                                              self.outage_limit), self.dead_letter)
         self.position = dict(ends)
-        change = _split(latest, report, self.dead_letter)
-        self._send_dead()
-        return change.upserts, change.report
+        return dict(ends)
+
+    def reject(self, dead: Iterable[DeadRecord]) -> None:
+        """Send unusable records found by the start-up scan to the dead-letter topic."""
+        for record in dead:
+            log.warning("skipping %s[%d]@%d: %s", record.topic, record.partition, record.offset,
+                        record.reason)
+        if self.dead_letter is not None:
+            self._dead.extend(dead)
+            self._send_dead()
 
     def changes(self, batch_id: int) -> Change:
         """The records that arrived since the last batch, up to this batch's recorded end."""
@@ -215,11 +207,11 @@ class SubscriptionFeed:
         c = codec()
         sender = Sender(self.conf, outage_limit=self.outage_limit)
         now = int(time.time() * 1000)
-        for msg, reason in self._dead:
+        for d in self._dead:
             sender.send(self.dead_letter_topic, c.encode("DeadLetter", {
-                "topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
-                "reason": reason, "key": msg.key(), "payload": msg.value(), "time": now,
-                "app_id": self.app_id}), key=msg.key())
+                "topic": d.topic, "partition": d.partition, "offset": d.offset,
+                "reason": d.reason, "key": d.key, "payload": d.value, "time": now,
+                "app_id": self.app_id}), key=d.key)
         sender.close()
         self._dead.clear()
 

@@ -88,10 +88,11 @@ def _log_time(stamp: str) -> float:
 
 
 def phases(text: str, first_batch_s: float | None) -> dict[str, float | None]:
-    """When the app's start-up steps ended, in seconds from its launch: the driver has read
-    the subscriptions and built the router, the static side is built, the query streams, the
-    first batch with records is done. Anchored on the first batch (``first_batch_s`` from
-    the launch, as the metrics say), so the log's clock and time zone do not matter."""
+    """When the app's start-up steps ended, in seconds from its launch: the subscriptions are
+    scanned (by the executors) and the router built, the static side is built, the query
+    streams, the first batch with records is done. Anchored on the first batch
+    (``first_batch_s`` from the launch, as the metrics say), so the log's clock and time zone
+    do not matter."""
     out: dict[str, float | None] = dict.fromkeys(PHASE_LINES)
     stamps = {k: (m["t"] if (m := rx.search(text)) else None) for k, rx in PHASE_LINES.items()}
     anchor = stamps["first_batch_at_s"]

@@ -1,4 +1,6 @@
-"""Static partitions built from topic records on the executors equal the driver's payloads."""
+"""The subscriptions topic scanned in slices and built on the executors equals the driver's
+view of the whole topic read in order: the same live set (as envelopes), the same dead letters,
+and byte for byte the payloads of a strategy built over the live set."""
 
 from __future__ import annotations
 
@@ -8,30 +10,134 @@ import numpy as np
 import pytest
 import shapely
 
-from app.static_build import BuildSpec, merge_pieces, place_pieces
-from geops.model import Subscriptions
+from app.static_build import merge_pieces, place_pieces
+from app.subscription_scan import TopicRange, merge_summaries, pieces_of, scan_records
+from geops.model import Envelopes, Relation, Subscriptions
 from geops.strategies import build_strategy
+from geops.strategies.strategy import Layout
+from schemas import codec
 
 
-@pytest.mark.parametrize("strategy", ["sPIS", "RIhPS"])
-def test_pieces_of_shared_invalid_and_deleted_records_make_the_drivers_payloads(strategy):
-    """Records of one slice: many subscriptions of a few geometries (each read once), a
-    bowtie and unreadable bytes (dropped, as the driver dead-letters them) and a tombstone."""
-    pool = np.array([shapely.box(0, 0, 2, 2), shapely.box(5, 5, 9, 6), shapely.Point(3, 7),
-                     shapely.box(1, 6, 4, 9)], dtype=object)
-    rng = np.random.default_rng(2)
-    n = 120
-    subs = Subscriptions(np.arange(n) * 5 + 1, pool[rng.integers(0, len(pool), n)],
-                         rng.integers(0, 10, n))
-    built = build_strategy(strategy, subs, 4)
-    rows = [(int(i), (0, k, wkb, int(r))) for k, (i, wkb, r) in
-            enumerate(zip(subs.ids, shapely.to_wkb(subs.geoms), subs.relations, strict=True))]
-    bowtie = shapely.to_wkb(shapely.Polygon([(0, 0), (1, 1), (1, 0), (0, 1)]))
-    rows += [(-1, (0, n, bowtie, 0)), (-2, (0, n + 1, b"\x01\x03junk", 0)),
-             (-3, (0, n + 2, None, 0))]
-    partitioner = None if built.partitioner is None else SimpleNamespace(value=built.partitioner)
-    spec = BuildSpec(strategy, built.num_partitions, partitioner, {}, "subscriptions", {})
-    pieces = list(place_pieces(spec, rows[::-1]))
-    got = dict(merge_pieces(partitioner, pieces))
+class Msg:
+    """A Kafka message as the scan reads it."""
+
+    def __init__(self, offset: int, key: bytes | None, value: bytes | None, partition: int = 0):
+        self._offset, self._key, self._value, self._partition = offset, key, value, partition
+
+    def topic(self) -> str:
+        return "subscriptions"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+
+POOL = [shapely.box(0, 0, 2, 2), shapely.box(5, 5, 9, 6), shapely.Point(3, 7),
+        shapely.box(1, 6, 4, 9)]
+BOWTIE = shapely.Polygon([(0, 0), (1, 1), (1, 0), (0, 1)])
+
+
+def _topic(n: int, seed: int) -> tuple[list[Msg], dict, set]:
+    """Records of one topic partition: many subscriptions of a few shapes, then updates,
+    tombstones, unusable records and re-adds; with the set a reader in offset order ends with
+    and the offsets whose records must be dead-lettered."""
+    c = codec()
+    rng = np.random.default_rng(seed)
+    msgs: list[Msg] = []
+    live: dict[int, tuple[object, int]] = {}
+    last: dict[int, int] = {}       # id -> offset of its last record
+    unusable: set[int] = set()      # offsets of records with an unusable geometry
+
+    def put(sid: int, geom, relation: int) -> None:
+        value = c.encode("Subscription", {"id": sid, "geometry": shapely.to_wkb(geom),
+                                          "relation": Relation(relation).name})
+        last[sid] = len(msgs)
+        msgs.append(Msg(len(msgs), str(sid).encode(), value))
+        if shapely.is_valid(geom):
+            live[sid] = (geom, relation)
+        else:  # an unusable new version deletes the old one
+            unusable.add(last[sid])
+            live.pop(sid, None)
+
+    for sid in range(n):
+        put(sid * 5 + 1, POOL[rng.integers(len(POOL))], int(rng.integers(0, 10)))
+    for _ in range(n):
+        sid = int(rng.integers(n)) * 5 + 1
+        action = rng.integers(5)
+        if action == 0:
+            last[sid] = len(msgs)
+            msgs.append(Msg(len(msgs), str(sid).encode(), None))
+            live.pop(sid, None)
+        elif action == 1:
+            put(sid, BOWTIE, 3)
+        else:
+            put(sid, POOL[rng.integers(len(POOL))], int(rng.integers(0, 10)))
+    # dead whatever follows: a tombstone whose key is no id, undecodable bytes
+    dead = {len(msgs), len(msgs) + 1}
+    msgs += [Msg(len(msgs), b"not-an-id", None), Msg(len(msgs) + 1, b"6", b"\x01\x03junk")]
+    # an unusable geometry is dead-lettered when it stays the last record of its id
+    dead |= unusable & set(last.values())
+    return msgs, live, dead
+
+
+@pytest.mark.parametrize("strategy", ["sPIS", "RIhPS", "RIsPS"])
+@pytest.mark.parametrize("per_slice", [7, 40, 10_000])
+def test_slices_scanned_apart_make_the_live_sets_payloads(strategy, per_slice):
+    msgs, live, dead = _topic(120, seed=per_slice)
+    source = TopicRange({}, "subscriptions", {0: len(msgs)})
+    slices = source.slices(per_slice)
+    scanned = [scan_records(i, p, msgs[start:end]) for i, (p, start, end) in enumerate(slices)]
+    found = merge_summaries([summary for summary, _ in scanned])
+
+    ids = np.array(sorted(live), np.int64)
+    want = Subscriptions(ids, np.array([live[i][0] for i in ids.tolist()], object),
+                         np.array([live[i][1] for i in ids.tolist()], np.int8))
+    expected = Envelopes.of(want)
+    for name in ("ids", "bounds", "points", "relations"):
+        np.testing.assert_array_equal(getattr(found.envelopes, name), getattr(expected, name))
+    assert sorted(d.offset for d in found.dead) == sorted(dead)
+    assert found.records == len(msgs) and found.skipped == len(dead)
+
+    built = build_strategy(strategy, want, 4)
+    layout = Layout(strategy, found.envelopes, 4)
+    np.testing.assert_array_equal(layout.partition_sizes(), built.partition_sizes())
+    partitioner = (None if layout.partitioner is None
+                   else SimpleNamespace(value=layout.partitioner))
+    pieces = list(place_pieces(strategy, layout.num_partitions, partitioner,
+                               pieces_of([(s.index, data) for s, data in scanned],
+                                         found.stale)))
+    got = dict(merge_pieces(partitioner, pieces[::-1]))
     assert got == {p: built.partition_payload(p) for p in range(built.num_partitions)
                    if built.partition_sizes()[p]}
+
+
+def test_the_newest_record_wins_across_topic_partitions_and_slices():
+    """An id whose records are in two topic partitions: the highest (partition, offset) wins,
+    as ``app.subscriptions`` decides for later changes."""
+    c = codec()
+
+    def rec(sid, geom, offset, partition):
+        return Msg(offset, str(sid).encode(), c.encode("Subscription", {
+            "id": sid, "geometry": shapely.to_wkb(geom), "relation": "WITHIN"}), partition)
+
+    a = scan_records(0, 0, [rec(1, POOL[0], 0, 0), rec(2, POOL[1], 1, 0)])
+    b = scan_records(1, 1, [rec(1, POOL[3], 0, 1), Msg(1, b"2", None, 1)])
+    found = merge_summaries([b[0], a[0]])
+    assert found.envelopes.ids.tolist() == [1]
+    np.testing.assert_array_equal(found.envelopes.bounds[0], shapely.bounds(POOL[3]))
+    assert {k: v.tolist() for k, v in found.stale.items()} == {0: [1, 2]}
+    kept = list(pieces_of([(0, a[1]), (1, b[1])], found.stale))
+    assert [s.ids.tolist() for s in kept] == [[1]]
+
+
+def test_an_empty_topic_is_an_empty_set():
+    found = merge_summaries([scan_records(0, 0, [])[0]])
+    assert len(found.envelopes) == 0 and found.records == 0 and not found.dead

@@ -18,8 +18,9 @@ from bench.scale import (
 )
 
 LOG = """\
-2026-11-26 08:24:40,100 geops.app INFO 10000 subscriptions (10000 records read, 0 skipped) in 16 \
-partitions for sPIS with a kdbtree partitioner, 2 workers, STAL join (built in 0.4 s)
+2026-11-26 08:24:40,100 geops.app INFO 10000 subscriptions (10000 records read by the executors \
+in 2.1 s, 0 skipped) in 16 partitions for sPIS with a kdbtree partitioner, 2 workers, STAL join \
+(built in 0.4 s)
 2026-11-26 08:25:03,522 geops.app INFO static data: 6995512 bytes in 16 partitions (546 bytes \
 per subscription, the largest partition 657673 bytes), built on the executors in 18.2 s
 """
