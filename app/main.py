@@ -142,8 +142,17 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     sc = spark.sparkContext
     workers = cfg["app.workers"] or sc.defaultParallelism
     t = time.perf_counter()
-    scan = Scan(sc, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"), ends,
-                               cfg["kafka.outage_limit"]))
+    try:
+        scan = Scan(sc, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"), ends,
+                                   cfg["kafka.outage_limit"]))
+    except Exception as exc:  # a read task failed: an expected condition gets its one line
+        found = _EXPECTED.search(str(exc))
+        if found is None:
+            raise
+        log.error("reading the subscriptions topic: %s", found.group(2))
+        watchdog.disarm()
+        spark.stop()
+        return EXIT_OUTAGE if found.group(1) == "KafkaOutage" else EXIT_DATA_LOSS
     found = scan.set
     feed.reject(found.dead)
     scanned_s = time.perf_counter() - t

@@ -160,6 +160,9 @@ class SubscriptionSet:
     stale: dict[int, np.ndarray]         # slice index -> ids of its live rows a later record
     #                                      replaced (they leave the slice's payload)
     dead: list[DeadRecord]               # to dead-letter
+    deleted: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #                                      ids whose last record deletes them (a tombstone,
+    #                                      an unusable geometry), sorted
     records: int = 0
     tombstones: int = 0
     skipped: int = 0
@@ -176,7 +179,8 @@ def merge_summaries(summaries: Iterable[SliceSummary]) -> SubscriptionSet:
     if not parts:
         return SubscriptionSet(Envelopes(np.empty(0, np.int64), np.empty((0, 4)),
                                          np.empty(0, bool), np.empty(0, np.int8)),
-                               {}, dead, records, tombstones, len(dead))
+                               {}, dead, records=records, tombstones=tombstones,
+                               skipped=len(dead))
     ids = np.concatenate([s.ids for s in parts])
     where = np.concatenate([np.full(len(s.ids), s.partition, np.int64) for s in parts])
     offsets = np.concatenate([s.offsets for s in parts])
@@ -199,7 +203,23 @@ def merge_summaries(summaries: Iterable[SliceSummary]) -> SubscriptionSet:
     replaced = np.flatnonzero(~winner & (state == LIVE))
     stale = {int(k): np.sort(ids[replaced[slice_of[replaced] == k]])
              for k in np.unique(slice_of[replaced]).tolist()}
-    return SubscriptionSet(envelopes.take(live), stale, dead, records, tombstones, len(dead))
+    deleted = np.sort(ids[winner & (state != LIVE)])
+    return SubscriptionSet(envelopes.take(live), stale, dead, deleted, records, tombstones,
+                           len(dead))
+
+
+def read_change(messages: Iterable[Any]) -> tuple[SubscriptionSet, Subscriptions]:
+    """What records of any topic partitions say (the driver reads each batch's few this
+    way): the set they make (with ``deleted``) and the live subscriptions with their shapes,
+    sorted by id. The same rules as the start-up scan, on the same code."""
+    by_partition: dict[int, list[Any]] = {}
+    for msg in messages:
+        by_partition.setdefault(msg.partition(), []).append(msg)
+    scanned = [scan_records(i, p, msgs) for i, (p, msgs) in enumerate(sorted(by_partition.items()))]
+    found = merge_summaries([summary for summary, _ in scanned])
+    subs = Subscriptions.concat(list(pieces_of(
+        ((summary.index, data) for summary, data in scanned), found.stale)))
+    return found, subs.take(np.argsort(subs.ids, kind="stable"))
 
 
 class Scan:

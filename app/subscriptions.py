@@ -6,7 +6,8 @@ that arrived since the last one, up to end offsets it records for that batch in 
 (``<checkpoint>/geops-subscriptions/<batch id>``): a batch replayed after a crash reads the same
 offsets, so its publications are matched against the same subscriptions. A restarted app starts
 from the set as of the newest recorded batch. Records that cannot be used go to the dead-letter
-topic with their reason (through ``dead_letter``) and the stream goes on.
+topic with their reason and the stream goes on. The records are read by the rules and code of
+the start-up scan (``app.subscription_scan``).
 """
 
 from __future__ import annotations
@@ -15,25 +16,23 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.subscription_scan import DeadRecord
-from geops.model import Relation, Subscriptions, geometries_from_wkb
+from app.subscription_scan import DeadRecord, read_change
+from geops.model import Subscriptions
 from kafkaio.offsets import EndOffsets, read_between, reader_consumer
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 from kafkaio.sender import Sender
-from schemas import DecodeError, codec
+from schemas import codec
 
 log = logging.getLogger("geops.app.subscriptions")
 
 KEEP_RECORDED = 200  # recorded batches kept in the checkpoint (Spark keeps 100 by default)
-
-DeadLetter = Callable[[Any, str], None]  # (Kafka message, reason)
 
 
 @dataclass
@@ -57,64 +56,6 @@ class Change:
         return bool(len(self.upserts) or len(self.deletes))
 
 
-def _decode(messages: Iterable[Any], dead_letter: DeadLetter | None
-            ) -> tuple[dict[int, tuple[bytes, int, Any] | None], LoadReport]:
-    """{subscription id: (WKB, relation, message) or None for a tombstone}, the last record
-    per id."""
-    c = codec()
-    report = LoadReport()
-    latest: dict[int, tuple[bytes, int, Any] | None] = {}
-
-    def reject(msg: Any, reason: str) -> None:
-        report.skipped += 1
-        log.warning("skipping %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), reason)
-        if dead_letter is not None:
-            dead_letter(msg, reason)
-
-    for msg in messages:
-        report.records += 1
-        key = msg.key()
-        if msg.value() is None:
-            report.tombstones += 1
-            try:
-                latest[int(key)] = None
-            except (TypeError, ValueError):
-                reject(msg, f"tombstone whose key {key!r} is not a subscription id")
-            continue
-        try:
-            rec = c.decode_as("Subscription", msg.value())
-        except DecodeError as exc:
-            reject(msg, str(exc))
-            continue
-        latest[rec["id"]] = (rec["geometry"], int(Relation[rec["relation"]]), msg)
-    return latest, report
-
-
-def _split(latest: dict, report: LoadReport, dead_letter: DeadLetter | None) -> Change:
-    """Upserts with valid geometries, and deletes."""
-    deletes = np.array(sorted(k for k, v in latest.items() if v is None), np.int64)
-    live = [(k, v) for k, v in latest.items() if v is not None]
-    if not live:
-        return Change(Subscriptions.empty(), deletes, report)
-    ids = np.array([k for k, _ in live], np.int64)
-    geoms, problems = geometries_from_wkb([v[0] for _, v in live])
-    rels = np.array([v[1] for _, v in live], np.int8)
-    keep = np.ones(len(ids), bool)
-    for i, problem in enumerate(problems):
-        if problem:
-            keep[i] = False
-            msg = live[i][1][2]
-            report.skipped += 1
-            log.warning("skipping subscription %d: %s", ids[i], problem)
-            if dead_letter is not None:
-                dead_letter(msg, f"subscription {ids[i]}: {problem}")
-    # An invalid new version of a subscription deletes the old one (it can no longer match).
-    deletes = np.union1d(deletes, ids[~keep])
-    order = np.argsort(ids[keep], kind="stable")
-    pick = np.flatnonzero(keep)[order]
-    return Change(Subscriptions(ids[pick], geoms[pick], rels[pick]), deletes, report)
-
-
 class SubscriptionFeed:
     """The subscriptions topic, read batch by batch at offsets recorded in the checkpoint."""
 
@@ -127,11 +68,6 @@ class SubscriptionFeed:
         self.outage_limit = outage_limit
         self.dead_letter_topic = dead_letter_topic
         self.app_id = app_id
-        self._dead: list[DeadRecord] = []
-        self.dead_letter: DeadLetter | None = (
-            (lambda msg, reason: self._dead.append(DeadRecord(
-                msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), reason)))
-            if dead_letter_topic else None)
         self.position: dict[int, int] = {}
         self._probe: EndOffsets | None = None
         self._reader: Any = None  # the consumer each batch reads its changes with
@@ -172,14 +108,14 @@ class SubscriptionFeed:
         self.position = dict(ends)
         return dict(ends)
 
-    def reject(self, dead: Iterable[DeadRecord]) -> None:
-        """Send unusable records found by the start-up scan to the dead-letter topic."""
+    def reject(self, dead: list[DeadRecord]) -> None:
+        """Log unusable subscription records and send them to the dead-letter topic, now (a
+        replay of the batch sends them again, like any dead letter of a replayed batch)."""
         for record in dead:
             log.warning("skipping %s[%d]@%d: %s", record.topic, record.partition, record.offset,
                         record.reason)
-        if self.dead_letter is not None:
-            self._dead.extend(dead)
-            self._send_dead()
+        if dead and self.dead_letter_topic:
+            self._send_dead(dead)
 
     def changes(self, batch_id: int) -> Change:
         """The records that arrived since the last batch, up to this batch's recorded end."""
@@ -193,27 +129,23 @@ class SubscriptionFeed:
             self._reader = reader_consumer(self.conf)
         messages = read_between(self.conf, self.topic, start, ends, self.outage_limit,
                                 reuse=self._reader)
-        latest, report = _decode(messages, self.dead_letter)
+        found, upserts = read_change(messages)
         self.position = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
-        change = _split(latest, report, self.dead_letter)
-        self._send_dead()
+        self.reject(found.dead)
+        change = Change(upserts, found.deleted,
+                        LoadReport(found.records, found.tombstones, found.skipped))
         return change
 
-    def _send_dead(self) -> None:
-        """Unusable subscription records to the dead-letter topic, flushed now (a replay of
-        the batch sends them again, like any dead letter of a replayed batch)."""
-        if not self._dead or not self.dead_letter_topic:
-            return
+    def _send_dead(self, dead: list[DeadRecord]) -> None:
         c = codec()
         sender = Sender(self.conf, outage_limit=self.outage_limit)
         now = int(time.time() * 1000)
-        for d in self._dead:
+        for d in dead:
             sender.send(self.dead_letter_topic, c.encode("DeadLetter", {
                 "topic": d.topic, "partition": d.partition, "offset": d.offset,
                 "reason": d.reason, "key": d.key, "payload": d.value, "time": now,
                 "app_id": self.app_id}), key=d.key)
         sender.close()
-        self._dead.clear()
 
     def offsets(self) -> dict[str, int]:
         """Where the set stands: {partition: offset after the last record applied}."""

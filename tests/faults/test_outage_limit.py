@@ -22,16 +22,24 @@ from tests.conftest import kafka_env
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_outage_past_the_limit_ends_the_app_in_one_line(own_broker, tmp_path):
-    env = kafka_env(own_broker.address, str(tmp_path / "state"), "o-")
+def _start(broker, tmp_path: Path, prefix: str, seed: int, subscriptions: int,
+           publications: int, flags: list[str]) -> tuple[config.Config, subprocess.Popen]:
+    """A workload loaded on ``broker`` and `geops app` (local[2]) started on it."""
+    env = kafka_env(broker.address, str(tmp_path / "state"), prefix)
     cfg = config.load(environ=env)
-    w = generate_workload(seed=41, subscriptions=100, publications=300)
+    w = generate_workload(seed=seed, subscriptions=subscriptions, publications=publications)
     load(cfg, Workload(w.subscriptions, w.publications, {}))
     app = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "app", "--master", "local[2]", "--workers", "2",
-         "--trigger", "200ms", "--outage-limit", "15s"],
+         *flags],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
+    return cfg, app
+
+
+def test_outage_past_the_limit_ends_the_app_in_one_line(own_broker, tmp_path):
+    cfg, app = _start(own_broker, tmp_path, "o-", 41, 100, 300,
+                      ["--trigger", "200ms", "--outage-limit", "15s"])
     try:
         marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
         deadline = time.monotonic() + 180
@@ -55,3 +63,29 @@ def test_outage_past_the_limit_ends_the_app_in_one_line(own_broker, tmp_path):
     assert f"Kafka at {own_broker.address}" in final[-1]
     assert "outage limit of 15 s" in final[-1]
     print(f"\nexit {app.returncode} after {waited:.0f} s: {final[-1][-220:]}")
+
+
+def test_an_outage_while_the_executors_scan_the_subscriptions_ends_in_one_line(own_broker,
+                                                                                tmp_path):
+    """The broker stops answering after the app asked the subscriptions' end offsets, while
+    the executors read the topic: one line naming the broker, exit 4, no traceback."""
+    _, app = _start(own_broker, tmp_path, "os-", 42, 2000, 10, ["--outage-limit", "5s"])
+    seen = []
+    try:
+        for line in app.stdout:  # the Spark session starts once the end offsets are known
+            seen.append(line)
+            if "Running Spark version" in line:
+                break
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        out, _ = app.communicate(timeout=120)
+    finally:
+        os.kill(own_broker.pid, signal.SIGCONT)
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+    out = "".join(seen) + out
+    assert app.returncode == EXIT_OUTAGE, out[-3000:]
+    final = [line for line in out.splitlines() if "reading the subscriptions topic" in line]
+    assert final, out[-3000:]
+    assert f"Kafka at {own_broker.address}" in final[-1] and "outage limit of 5 s" in final[-1]
+    assert "subscriptions (" not in out  # it never got a set to start from
+    print(f"\nexit {app.returncode}: {final[-1][-220:]}")

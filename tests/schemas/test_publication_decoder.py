@@ -45,15 +45,11 @@ def test_valid_records_decode_as_the_codec_does(records):
     _check([codec().encode("Publication", r) for r in records])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(PUBLICATION, st.sampled_from(["keep", "cut", "extend", "flip"]),
-                          st.integers(0, 10_000), st.integers(0, 255)), max_size=30))
-def test_damaged_records_fail_as_the_codec_says(items):
-    """Truncated, extended or bit-flipped records: the same records decode, the rest fail
-    with the codec's own reasons, and the good ones around them are not disturbed."""
+def _damaged(name: str, items) -> list[bytes]:
+    """Records of schema ``name``, each kept, cut, extended or with one byte replaced."""
     values = []
     for record, damage, where, byte in items:
-        data = bytearray(codec().encode("Publication", record))
+        data = bytearray(codec().encode(name, record))
         at = where % len(data)
         if damage == "cut":
             data = data[:at]
@@ -62,6 +58,16 @@ def test_damaged_records_fail_as_the_codec_says(items):
         elif damage == "flip":
             data[at] = byte
         values.append(bytes(data))
+    return values
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(PUBLICATION, st.sampled_from(["keep", "cut", "extend", "flip"]),
+                          st.integers(0, 10_000), st.integers(0, 255)), max_size=30))
+def test_damaged_records_fail_as_the_codec_says(items):
+    """Truncated, extended or bit-flipped records: the same records decode, the rest fail
+    with the codec's own reasons, and the good ones around them are not disturbed."""
+    values = _damaged("Publication", items)
     _check(values)
 
 
@@ -133,17 +139,7 @@ def _check_subscriptions(values: list[bytes | None]) -> None:
 def test_subscriptions_decode_and_fail_as_the_codec_says(items):
     """Subscriptions as the start-up scan reads them: valid, truncated, extended or bit-flipped
     (a flipped relation byte may name no symbol: the codec says so)."""
-    values = []
-    for record, damage, where, byte in items:
-        data = bytearray(codec().encode("Subscription", record))
-        at = where % len(data)
-        if damage == "cut":
-            data = data[:at]
-        elif damage == "extend":
-            data += bytes([byte])
-        elif damage == "flip":
-            data[at] = byte
-        values.append(bytes(data))
+    values = _damaged("Subscription", items)
     other = codec().encode("Publication", {"id": 1, "geometry": b"\x01", "event_time": 5})
     _check_subscriptions([*values, None, b"", other])
 
