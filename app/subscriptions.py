@@ -19,13 +19,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from app.subscription_scan import DeadRecord, read_change
 from geops.model import Subscriptions
-from kafkaio.offsets import EndOffsets, read_between, reader_consumer
+from kafkaio.offsets import EndOffsets, RangeReader, read_between
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 from kafkaio.sender import Sender
 from schemas import codec
@@ -70,7 +69,7 @@ class SubscriptionFeed:
         self.app_id = app_id
         self.position: dict[int, int] = {}
         self._probe: EndOffsets | None = None
-        self._reader: Any = None  # the consumer each batch reads its changes with
+        self._reader: RangeReader | None = None  # what each batch reads its changes with
         self._outage = Outage(self.conf.get("bootstrap.servers", "?"), outage_limit)
 
     def _recorded(self, batch_id: int) -> dict[int, int] | None:
@@ -126,7 +125,7 @@ class SubscriptionFeed:
             self._record(batch_id, ends)
         start = dict(self.position)
         if self._reader is None:
-            self._reader = reader_consumer(self.conf)
+            self._reader = RangeReader(self.conf)
         messages = read_between(self.conf, self.topic, start, ends, self.outage_limit,
                                 reuse=self._reader)
         found, upserts = read_change(messages)

@@ -164,19 +164,41 @@ def reader_consumer(client_conf: Mapping[str, str], level: int = 0) -> Consumer:
                                     "fetch.wait.max.ms": FETCH_WAITS_MS[level]})
 
 
+class RangeReader:
+    """A consumer ``read_between`` reuses from call to call (``reuse``), for a caller that reads
+    every batch: a new consumer costs a connection and a metadata round trip each time. It keeps
+    the fetch wait that last found records: on the embedded broker a partition written in many
+    small batches (a burst of subscription changes) answers short fetches empty, and starting
+    every read again at the shortest wait cost each later batch ``ESCALATE_AFTER`` (measured:
+    1.03 s per batch after a burst of 300,000 changes, against 6 ms before it)."""
+
+    def __init__(self, client_conf: Mapping[str, str]):
+        self.conf = dict(client_conf)
+        self.level = 0
+        self.consumer = reader_consumer(self.conf, 0)
+
+    def escalate(self) -> None:
+        """Read with the next longer fetch wait from now on."""
+        self.consumer.close()
+        self.level += 1
+        self.consumer = reader_consumer(self.conf, self.level)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def read_between(
     client_conf: Mapping[str, str], topic: str, start: Mapping[int, int],
     ends: Mapping[int, int], outage_limit: float = DEFAULT_OUTAGE_LIMIT,
-    reuse: Consumer | None = None,
+    reuse: RangeReader | None = None,
 ) -> Iterator[Message]:
     """The records of ``topic`` from ``start`` (a partition missing: its beginning) up to, not
     including, ``ends``, in offset order per partition.
 
     Offsets that hold no record (compaction, markers) are skipped once a record or the end of
     the log at or past the end is seen. A broker that stops answering is waited for, up to
-    ``outage_limit``. ``reuse``: a consumer from ``reader_consumer`` to read with (assigned
-    here, unassigned after) instead of a new one, for a caller that reads every batch: a new
-    consumer costs a connection and a metadata round trip each time.
+    ``outage_limit``. ``reuse``: a ``RangeReader`` to read with (assigned here, unassigned
+    after) instead of a new consumer; a longer fetch wait found needed stays with it.
     """
     outage = Outage(client_conf.get("bootstrap.servers", "?"), outage_limit)
     begin = {p: start.get(p, OFFSET_BEGINNING) for p in ends}
@@ -184,15 +206,15 @@ def read_between(
     if not todo:
         return
     # EOF events finish a partition whose last offsets hold no record (compaction, markers).
-    level = 0
+    level = 0 if reuse is None else reuse.level
 
     def reader(at: Mapping[int, int]) -> Consumer:
-        c = reuse if reuse is not None and level == 0 else reader_consumer(client_conf, level)
+        c = reader_consumer(client_conf, level) if reuse is None else reuse.consumer
         c.assign([TopicPartition(topic, p, at[p]) for p in sorted(todo)])
         return c
 
     def done(c: Consumer) -> None:
-        if c is reuse:
+        if reuse is not None and c is reuse.consumer:
             c.unassign()
         else:
             c.close()
@@ -217,6 +239,8 @@ def read_between(
                         and level + 1 < len(FETCH_WAITS_MS)):
                     level += 1  # the broker may need longer to find the records: wait longer
                     done(c)
+                    if reuse is not None:
+                        reuse.escalate()
                     c = reader(pos)
                     quiet_since = time.monotonic()
             for msg in msgs:

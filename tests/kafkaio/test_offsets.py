@@ -138,13 +138,13 @@ def test_read_between_with_one_consumer_reads_each_range_exactly(kafka_cfg):
     """The app reads each batch's subscription changes with the same consumer: consecutive
     ranges (also going back, and one while records are being written) come out exactly, and
     nothing fetched for one range leaks into the next."""
-    from kafkaio.offsets import read_between, reader_consumer
+    from kafkaio.offsets import RangeReader, read_between
 
     create_topics(kafka_cfg, ["publications"])  # 4 partitions
     topic = kafka_cfg.topic("publications")
     produce(kafka_cfg, topic, 4_000, 4)
     conf = kafka_cfg.kafka_client()
-    reader = reader_consumer(conf)
+    reader = RangeReader(conf)
     try:
         ranges = [({}, {p: 300 for p in range(4)}),
                   ({p: 300 for p in range(4)}, {0: 301, 1: 700, 2: 300, 3: 1_000}),
@@ -161,5 +161,13 @@ def test_read_between_with_one_consumer_reads_each_range_exactly(kafka_cfg):
                             {p: 1_100 for p in range(4)}, 30.0, reuse=reader)]
         writer.join()
         assert sorted(got) == [(p, o) for p in range(4) for o in range(1_000, 1_100)]
+        # a longer fetch wait, once needed, stays with the reader for the next ranges
+        reader.escalate()
+        kept = reader.consumer
+        for start, ends in ranges[:2]:
+            got = sorted((m.partition(), m.offset()) for m in
+                         read_between(conf, topic, start, ends, 30.0, reuse=reader))
+            assert got == [(p, o) for p in range(4) for o in range(start.get(p, 0), ends[p])]
+        assert reader.level == 1 and reader.consumer is kept
     finally:
         reader.close()
