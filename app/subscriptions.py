@@ -7,7 +7,9 @@ that arrived since the last one, up to end offsets it records for that batch in 
 offsets, so its publications are matched against the same subscriptions. A restarted app starts
 from the set as of the newest recorded batch. Records that cannot be used go to the dead-letter
 topic with their reason and the stream goes on. The records are read by the rules and code of
-the start-up scan (``app.subscription_scan``).
+the start-up scan (``app.subscription_scan``), ahead of the batches by a thread (``Prefetch``):
+a batch's end offsets are what that thread has read when the batch starts, so the batch does
+not wait for the broker (a replayed batch waits for its recorded ends if they are not read yet).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +59,81 @@ class Change:
         return bool(len(self.upserts) or len(self.deletes))
 
 
+class Prefetch:
+    """Reads the subscriptions topic ahead, in a thread, from where the set stands: a batch
+    takes what is already read instead of asking the broker and reading while it waits (on the
+    embedded broker ~5-90 ms per batch, ~10 % of a 500 ms batch at 1,000 changes/s). A broker
+    that stays away past the outage limit fails the thread, and the next ``take`` raises it."""
+
+    IDLE_S = 0.05  # between looks at the end offsets when nothing new was there
+
+    def __init__(self, conf: Mapping[str, str], topic: str, start: Mapping[int, int],
+                 outage_limit: float):
+        self.conf, self.topic, self.outage_limit = dict(conf), topic, outage_limit
+        self.reached: dict[int, int] = dict(start)  # read up to here (exclusive)
+        self._messages: list[Any] = []
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="subscriptions-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        probe = EndOffsets(self.conf, timeout=10.0, answer_wait=10.0)
+        reader = RangeReader(self.conf)
+        outage = Outage(self.conf.get("bootstrap.servers", "?"), self.outage_limit)
+        try:
+            while not self._stop.is_set():
+                ends = with_retry(lambda: probe(self.topic), outage,
+                                  f"end offsets of {self.topic}")
+                start = dict(self.reached)
+                if all(e <= start.get(p, 0) for p, e in ends.items()):
+                    self._stop.wait(self.IDLE_S)
+                    continue
+                ends = {p: max(e, start.get(p, 0)) for p, e in ends.items()}
+                got = list(read_between(self.conf, self.topic, start, ends, self.outage_limit,
+                                        reuse=reader))
+                with self._cond:
+                    self._messages.extend(got)
+                    self.reached = {**start, **ends}
+                    self._cond.notify_all()
+        except BaseException as exc:
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+        finally:
+            probe.close()
+            reader.close()
+
+    def ahead(self) -> dict[int, int]:
+        """The offsets read so far: the end a new batch's changes can take without waiting."""
+        with self._cond:
+            return dict(self.reached)
+
+    def take(self, start: Mapping[int, int], ends: Mapping[int, int]) -> list[Any]:
+        """The messages from ``start`` up to ``ends`` (waiting until they are read); what is
+        below ``ends`` is dropped from the buffer."""
+        with self._cond:
+            while not all(self.reached.get(p, 0) >= e for p, e in ends.items()):
+                if self._error is not None:
+                    raise self._error
+                self._cond.wait(1.0)
+            keep, out = [], []
+            for m in self._messages:
+                p, o = m.partition(), m.offset()
+                if o >= ends.get(p, 0):
+                    keep.append(m)
+                elif o >= start.get(p, 0):
+                    out.append(m)
+            self._messages = keep
+            return out
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
 class SubscriptionFeed:
     """The subscriptions topic, read batch by batch at offsets recorded in the checkpoint."""
 
@@ -69,7 +148,7 @@ class SubscriptionFeed:
         self.app_id = app_id
         self.position: dict[int, int] = {}
         self._probe: EndOffsets | None = None
-        self._reader: RangeReader | None = None  # what each batch reads its changes with
+        self._ahead: Prefetch | None = None  # reads the changes ahead of the batches
         self._outage = Outage(self.conf.get("bootstrap.servers", "?"), outage_limit)
 
     def _recorded(self, batch_id: int) -> dict[int, int] | None:
@@ -118,17 +197,14 @@ class SubscriptionFeed:
 
     def changes(self, batch_id: int) -> Change:
         """The records that arrived since the last batch, up to this batch's recorded end."""
+        if self._ahead is None:
+            self._ahead = Prefetch(self.conf, self.topic, self.position, self.outage_limit)
         ends = self._recorded(batch_id)
         if ends is None:
-            ends = self._ends_now()
-            ends = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
+            ends = {p: max(e, self.position.get(p, 0)) for p, e in self._ahead.ahead().items()}
             self._record(batch_id, ends)
         start = dict(self.position)
-        if self._reader is None:
-            self._reader = RangeReader(self.conf)
-        messages = read_between(self.conf, self.topic, start, ends, self.outage_limit,
-                                reuse=self._reader)
-        found, upserts = read_change(messages)
+        found, upserts = read_change(self._ahead.take(start, ends))
         self.position = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
         self.reject(found.dead)
         change = Change(upserts, found.deleted,
@@ -154,6 +230,6 @@ class SubscriptionFeed:
         if self._probe is not None:
             self._probe.close()
             self._probe = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None

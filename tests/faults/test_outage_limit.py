@@ -14,8 +14,12 @@ import pytest
 import config
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
+from app.subscriptions import Prefetch
 from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
+from kafkaio.retry import KafkaOutage
+from kafkaio.sender import Sender
+from kafkaio.topics import create_topics
 from tests.app.conftest import Workload, load
 from tests.conftest import kafka_env
 
@@ -89,3 +93,26 @@ def test_an_outage_while_the_executors_scan_the_subscriptions_ends_in_one_line(o
     assert f"Kafka at {own_broker.address}" in final[-1] and "outage limit of 5 s" in final[-1]
     assert "subscriptions (" not in out  # it never got a set to start from
     print(f"\nexit {app.returncode}: {final[-1][-220:]}")
+
+
+def test_a_broker_gone_past_the_limit_fails_the_batch_that_waits(own_broker, tmp_path):
+    """The subscription changes read ahead (``app.subscriptions.Prefetch``): a broker that
+    stays away past the limit fails the batch that waits for its records."""
+    cfg = config.load(environ=kafka_env(own_broker.address, str(tmp_path / "state"), "pf-"))
+    create_topics(cfg, ["subscriptions"])
+    topic = cfg.topic("subscriptions")
+    sender = Sender(cfg.kafka_client())
+    sender.send(topic, b"a", key=b"1")
+    sender.flush()
+    ahead = Prefetch(cfg.kafka_client(), topic, {0: 0}, 3.0)
+    try:
+        assert len(ahead.take({0: 0}, {0: 1})) == 1
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(KafkaOutage):
+            ahead.take({0: 1}, {0: 2})  # a recorded end the broker cannot serve now
+        assert time.monotonic() - started < 60
+    finally:
+        os.kill(own_broker.pid, signal.SIGCONT)
+        ahead.close()
+        sender.close()

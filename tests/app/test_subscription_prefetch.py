@@ -1,0 +1,57 @@
+"""The subscription changes read ahead in a thread (``app.subscriptions.Prefetch``): consecutive
+batches take exactly their ranges while a producer writes, in two topic partitions (a broker
+that stays away: ``tests/faults/test_outage_limit.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from app.subscriptions import Prefetch
+from kafkaio.sender import Sender
+from kafkaio.topics import create_topics
+
+pytestmark = pytest.mark.integration
+
+
+def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg):
+    kafka_cfg = kafka_cfg.with_overrides({"topics.subscriptions.partitions": "2"})
+    create_topics(kafka_cfg, ["subscriptions"])
+    topic = kafka_cfg.topic("subscriptions")
+    sender = Sender(kafka_cfg.kafka_client())
+    for i in range(500):  # already there when the app starts: not the prefetch's to read
+        sender.send(topic, b"old%d" % i, key=b"%d" % i, partition=i % 2)
+    sender.flush()
+    start = {0: 250, 1: 250}
+    ahead = Prefetch(kafka_cfg.kafka_client(), topic, start, 30.0)
+    done = threading.Event()
+
+    def write() -> None:
+        for i in range(3_000):
+            sender.send(topic, b"new%d" % i, key=b"%d" % i, partition=i % 2)
+            if i % 100 == 99:
+                sender.flush()
+                time.sleep(0.02)
+        sender.flush()
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    got, position, batches = [], dict(start), 0
+    try:
+        while not done.is_set() or position != {0: 1_750, 1: 1_750}:
+            ends = {p: max(e, position.get(p, 0)) for p, e in ahead.ahead().items()}
+            got += [(m.partition(), m.offset(), m.value()) for m in ahead.take(position, ends)]
+            position = {**position, **ends}
+            batches += 1
+            time.sleep(0.05)
+    finally:
+        writer.join()
+        ahead.close()
+        sender.close()
+    assert sorted((p, o) for p, o, _ in got) == [(p, o) for p in range(2)
+                                                 for o in range(250, 1_750)]
+    assert all(v.startswith(b"new") for _, _, v in got)
+    assert batches > 3  # the records came over several batches, not at once
