@@ -75,6 +75,7 @@ class Prefetch:
         self._error: BaseException | None = None
         self._cond = threading.Condition()
         self._stop = threading.Event()
+        self._caught_up = threading.Event()  # read up to the end seen by a first look
         self._thread = threading.Thread(target=self._run, name="subscriptions-prefetch",
                                         daemon=True)
         self._thread.start()
@@ -89,6 +90,7 @@ class Prefetch:
                                   f"end offsets of {self.topic}")
                 start = dict(self.reached)
                 if all(e <= start.get(p, 0) for p, e in ends.items()):
+                    self._caught_up.set()
                     self._stop.wait(self.IDLE_S)
                     continue
                 ends = {p: max(e, start.get(p, 0)) for p, e in ends.items()}
@@ -98,17 +100,24 @@ class Prefetch:
                     self._messages.extend(got)
                     self.reached = {**start, **ends}
                     self._cond.notify_all()
+                self._caught_up.set()
         except BaseException as exc:
             with self._cond:
                 self._error = exc
                 self._cond.notify_all()
+            self._caught_up.set()
         finally:
             probe.close()
             reader.close()
 
     def ahead(self) -> dict[int, int]:
-        """The offsets read so far: the end a new batch's changes can take without waiting."""
+        """The offsets read so far: the end a new batch's changes can take without waiting.
+        The first call waits until the thread has read up to the end it first saw, so the first
+        batch (also after a restart) has every change written before the app started."""
+        self._caught_up.wait()
         with self._cond:
+            if self._error is not None:
+                raise self._error
             return dict(self.reached)
 
     def take(self, start: Mapping[int, int], ends: Mapping[int, int]) -> list[Any]:
