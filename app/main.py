@@ -110,7 +110,7 @@ def starting(status: dict) -> bool:
 
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
-    from app.batch import BatchRunner, BatchState, Topics
+    from app.batch import EXPECTED_FAILURES, BatchRunner, BatchState, Topics
     from app.control import ControlChannel
     from app.launch import fatal_failure
     from app.offsetlog import initial_offsets_path
@@ -152,7 +152,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         log.error("reading the subscriptions topic: %s", found.group(2))
         watchdog.disarm()
         spark.stop()
-        return EXIT_OUTAGE if found.group(1) == "KafkaOutage" else EXIT_DATA_LOSS
+        return EXPECTED_FAILURES[found.group(1)].exit_code
     found = scan.set
     feed.reject(found.dead)
     scanned_s = time.perf_counter() - t

@@ -81,9 +81,9 @@ class SliceSummary:
 
 
 def scan_records(index: int, partition: int, messages: Iterable[Any]
-                 ) -> tuple[SliceSummary, bytes]:
+                 ) -> tuple[SliceSummary, Subscriptions]:
     """The summary of one slice's records (Kafka messages of one topic partition, in offset
-    order) and the payload of its live subscriptions, sorted by id."""
+    order) and its live subscriptions, sorted by id."""
     from schemas.publication_decoder import decode_subscriptions
 
     msgs = list(messages)
@@ -132,8 +132,7 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
     if ok.any():
         bounds[ok] = shapely.bounds(geoms[ok])
     out.envelopes = Envelopes(ids, bounds, shapely.get_type_id(geoms) == 0, relations)
-    data = payload.encode(Subscriptions(ids[ok], geoms[ok], relations[ok]))
-    return out, data
+    return out, Subscriptions(ids[ok], geoms[ok], relations[ok])
 
 
 def _dead(msg: Any, reason: str, sid: int | None = None) -> DeadRecord:
@@ -146,10 +145,10 @@ def scan_slice(source: TopicRange, index: int, part: Slice) -> tuple[int, SliceS
     from kafkaio.offsets import read_between
 
     p, start, end = part
-    summary, data = scan_records(
+    summary, subs = scan_records(
         index, p, read_between(source.kafka_conf, source.topic, {p: start}, {p: end},
                                source.outage_limit))
-    return index, summary, data
+    return index, summary, payload.encode(subs)
 
 
 @dataclass
@@ -217,8 +216,8 @@ def read_change(messages: Iterable[Any]) -> tuple[SubscriptionSet, Subscriptions
         by_partition.setdefault(msg.partition(), []).append(msg)
     scanned = [scan_records(i, p, msgs) for i, (p, msgs) in enumerate(sorted(by_partition.items()))]
     found = merge_summaries([summary for summary, _ in scanned])
-    subs = Subscriptions.concat(list(pieces_of(
-        ((summary.index, data) for summary, data in scanned), found.stale)))
+    subs = Subscriptions.concat([without_stale(part, found.stale.get(summary.index))
+                                 for summary, part in scanned])
     return found, subs.take(np.argsort(subs.ids, kind="stable"))
 
 
@@ -244,13 +243,18 @@ class Scan:
         self.rdd.unpersist()
 
 
-def pieces_of(slices: Iterator[tuple[int, bytes]], stale: dict[int, np.ndarray]
+def without_stale(subs: Subscriptions, stale: np.ndarray | None) -> Subscriptions:
+    """A slice's live subscriptions less those a later record replaced (``stale`` ids)."""
+    if stale is None or not len(stale):
+        return subs
+    return subs.take(np.flatnonzero(~np.isin(subs.ids, stale)))
+
+
+def pieces_of(slices: Iterable[tuple[int, bytes]], stale: dict[int, np.ndarray]
               ) -> Iterator[Subscriptions]:
-    """The live subscriptions of each slice payload, less those a later record replaced."""
+    """The live subscriptions of each cached slice payload, less those a later record
+    replaced."""
     for index, data in slices:
-        subs, _ = payload.decode(data)
-        drop = stale.get(index)
-        if drop is not None and len(drop):
-            subs = subs.take(np.flatnonzero(~np.isin(subs.ids, drop)))
+        subs = without_stale(payload.decode(data)[0], stale.get(index))
         if len(subs):
             yield subs

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,8 +68,9 @@ class Prefetch:
     IDLE_S = 0.05  # between looks at the end offsets when nothing new was there
 
     def __init__(self, conf: Mapping[str, str], topic: str, start: Mapping[int, int],
-                 outage_limit: float):
+                 outage_limit: float, ends_now: Callable[[], dict[int, int]]):
         self.conf, self.topic, self.outage_limit = dict(conf), topic, outage_limit
+        self._ends_now = ends_now  # the topic's end offsets now (retried up to the limit)
         self.reached: dict[int, int] = dict(start)  # read up to here (exclusive)
         self._messages: list[Any] = []
         self._error: BaseException | None = None
@@ -81,13 +82,10 @@ class Prefetch:
         self._thread.start()
 
     def _run(self) -> None:
-        probe = EndOffsets(self.conf, timeout=10.0, answer_wait=10.0)
         reader = RangeReader(self.conf)
-        outage = Outage(self.conf.get("bootstrap.servers", "?"), self.outage_limit)
         try:
             while not self._stop.is_set():
-                ends = with_retry(lambda: probe(self.topic), outage,
-                                  f"end offsets of {self.topic}")
+                ends = self._ends_now()
                 start = dict(self.reached)
                 if all(e <= start.get(p, 0) for p, e in ends.items()):
                     self._caught_up.set()
@@ -107,7 +105,6 @@ class Prefetch:
                 self._cond.notify_all()
             self._caught_up.set()
         finally:
-            probe.close()
             reader.close()
 
     def ahead(self) -> dict[int, int]:
@@ -176,7 +173,8 @@ class SubscriptionFeed:
             if old.name.isdigit() and int(old.name) < batch_id - KEEP_RECORDED:
                 old.unlink(missing_ok=True)
 
-    def _ends_now(self) -> dict[int, int]:
+    def ends_now(self) -> dict[int, int]:
+        """The topic's end offsets now, asked again through outages up to the limit."""
         if self._probe is None:
             self._probe = EndOffsets(self.conf, timeout=10.0, answer_wait=10.0)
         return with_retry(lambda: self._probe(self.topic), self._outage,
@@ -189,7 +187,7 @@ class SubscriptionFeed:
             else []
         ends = self._recorded(recorded[-1]) if recorded else None
         if ends is None:
-            ends = self._ends_now()
+            ends = self.ends_now()
         else:
             log.info("subscriptions as of batch %d (offsets %s)", recorded[-1], ends)
         self.position = dict(ends)
@@ -207,7 +205,9 @@ class SubscriptionFeed:
     def changes(self, batch_id: int) -> Change:
         """The records that arrived since the last batch, up to this batch's recorded end."""
         if self._ahead is None:
-            self._ahead = Prefetch(self.conf, self.topic, self.position, self.outage_limit)
+            # from now on only the thread asks the end offsets (``start`` asked before it)
+            self._ahead = Prefetch(self.conf, self.topic, self.position, self.outage_limit,
+                                   self.ends_now)
         ends = self._recorded(batch_id)
         if ends is None:
             ends = {p: max(e, self.position.get(p, 0)) for p, e in self._ahead.ahead().items()}
@@ -236,9 +236,9 @@ class SubscriptionFeed:
         return {str(p): e for p, e in sorted(self.position.items())}
 
     def close(self) -> None:
+        if self._ahead is not None:  # first: its thread asks the probe
+            self._ahead.close()
+            self._ahead = None
         if self._probe is not None:
             self._probe.close()
             self._probe = None
-        if self._ahead is not None:
-            self._ahead.close()
-            self._ahead = None

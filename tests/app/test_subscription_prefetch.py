@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from app.subscriptions import Prefetch
+from app.subscriptions import Prefetch, SubscriptionFeed
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
 
 pytestmark = pytest.mark.integration
 
 
-def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg):
+def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg, tmp_path):
     kafka_cfg = kafka_cfg.with_overrides({"topics.subscriptions.partitions": "2"})
     create_topics(kafka_cfg, ["subscriptions"])
     topic = kafka_cfg.topic("subscriptions")
@@ -25,7 +25,8 @@ def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg
         sender.send(topic, b"old%d" % i, key=b"%d" % i, partition=i % 2)
     sender.flush()
     start = {0: 200, 1: 200}
-    ahead = Prefetch(kafka_cfg.kafka_client(), topic, start, 30.0)
+    feed = SubscriptionFeed(kafka_cfg.kafka_client(), topic, str(tmp_path), 30.0)
+    ahead = Prefetch(kafka_cfg.kafka_client(), topic, start, 30.0, feed.ends_now)
     done = threading.Event()
 
     def write() -> None:
@@ -53,6 +54,7 @@ def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg
         if writer.is_alive():
             writer.join()
         ahead.close()
+        feed.close()
         sender.close()
     assert sorted((p, o) for p, o, _ in got) == [(p, o) for p in range(2)
                                                  for o in range(200, 1_750)]

@@ -14,6 +14,7 @@ from app.static_build import merge_pieces, place_pieces
 from app.subscription_scan import TopicRange, merge_summaries, pieces_of, scan_records
 from geops.model import Envelopes, Relation, Subscriptions
 from geops.strategies import build_strategy
+from geops.strategies import payload as payload_codec
 from geops.strategies.strategy import Layout
 from schemas import codec
 
@@ -112,8 +113,8 @@ def test_slices_scanned_apart_make_the_live_sets_payloads(strategy, per_slice):
     partitioner = (None if layout.partitioner is None
                    else SimpleNamespace(value=layout.partitioner))
     pieces = list(place_pieces(strategy, layout.num_partitions, partitioner,
-                               pieces_of([(s.index, data) for s, data in scanned],
-                                         found.stale)))
+                               pieces_of([(s.index, payload_codec.encode(subs))
+                                          for s, subs in scanned], found.stale)))
     got = dict(merge_pieces(partitioner, pieces[::-1]))
     assert got == {p: built.partition_payload(p) for p in range(built.num_partitions)
                    if built.partition_sizes()[p]}
@@ -134,7 +135,8 @@ def test_the_newest_record_wins_across_topic_partitions_and_slices():
     assert found.envelopes.ids.tolist() == [1]
     np.testing.assert_array_equal(found.envelopes.bounds[0], shapely.bounds(POOL[3]))
     assert {k: v.tolist() for k, v in found.stale.items()} == {0: [1, 2]}
-    kept = list(pieces_of([(0, a[1]), (1, b[1])], found.stale))
+    kept = list(pieces_of([(0, payload_codec.encode(a[1])), (1, payload_codec.encode(b[1]))],
+                          found.stale))
     assert [s.ids.tolist() for s in kept] == [[1]]
 
 

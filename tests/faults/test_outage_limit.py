@@ -14,7 +14,7 @@ import pytest
 import config
 from app.main import checkpoint_dir
 from app.offsetlog import initial_offsets_path
-from app.subscriptions import Prefetch
+from app.subscriptions import Prefetch, SubscriptionFeed
 from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
 from kafkaio.retry import KafkaOutage
@@ -104,7 +104,8 @@ def test_a_broker_gone_past_the_limit_fails_the_batch_that_waits(own_broker, tmp
     sender = Sender(cfg.kafka_client())
     sender.send(topic, b"a", key=b"1")
     sender.flush()
-    ahead = Prefetch(cfg.kafka_client(), topic, {0: 0}, 3.0)
+    feed = SubscriptionFeed(cfg.kafka_client(), topic, str(tmp_path), 3.0)
+    ahead = Prefetch(cfg.kafka_client(), topic, {0: 0}, 3.0, feed.ends_now)
     try:
         assert len(ahead.take({0: 0}, {0: 1})) == 1
         os.kill(own_broker.pid, signal.SIGSTOP)
@@ -115,4 +116,5 @@ def test_a_broker_gone_past_the_limit_fails_the_batch_that_waits(own_broker, tmp
     finally:
         os.kill(own_broker.pid, signal.SIGCONT)
         ahead.close()
+        feed.close()
         sender.close()
