@@ -19,6 +19,7 @@ import numpy as np
 from pyspark import Broadcast
 from pyspark.sql import DataFrame
 
+from app.change_broadcasts import ChangeBroadcasts
 from app.control import ControlChannel
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats
@@ -110,6 +111,7 @@ class BatchRunner:
         self.sc = static.sc
         self.feed = feed
         self.live = live
+        self.shipped = ChangeBroadcasts(static.sc)  # the pending changes, once each
         self.disjoint = live.disjoint_ids() if live is not None else strategy.disjoint_ids()
         self.partitions = strategy.num_partitions
         self.sender = Sender(kafka_conf, outage_limit=self.read_policy.outage_limit)
@@ -151,6 +153,7 @@ class BatchRunner:
             return
         t1 = time.perf_counter()
         result = self.live.apply(change.upserts, change.deletes)
+        self.shipped.publish(self.live.seq, result)
         self.disjoint = self.live.disjoint_ids()
         t2 = time.perf_counter()
         self._changed_in[self.live.seq] = batch_id
@@ -199,15 +202,17 @@ class BatchRunner:
         self._fold(batch_id)
         state = self.state
         live = self.live
+        if live is not None:  # the changes folded away are no longer needed by any task
+            self.shipped.retire(live.pending, live.router_pending)
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.topics.dead_letter,
                                  self.kafka_conf, self.app_id, self.read_policy,
-                                 tuple(live.router_pending) if live is not None else (),
+                                 self.shipped.for_router(live.router_pending)
+                                 if live is not None else (),
                                  state.replicas())
+        seqs, changes = self.shipped.for_join(live.pending) if live is not None else ({}, {})
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
-                               tuple(self.static.base_seq),
-                               {p: tuple(d) for p, d in live.pending.items()}
-                               if live is not None else {})
+                               tuple(self.static.base_seq), seqs, changes)
         parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
         # At most one read task per core: a task costs more than reading a range.
         read = self.sc.parallelize(parts, max(1, min(len(parts), self.sc.defaultParallelism)))

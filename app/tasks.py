@@ -49,7 +49,9 @@ class RouteContext:
     kafka_conf: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
     read_policy: Any = None     # app.source.ReadPolicy (outage limit, on data loss)
-    router_deltas: tuple = ()   # subscription changes of the replicated index (RIhPS/RIsPS)
+    # broadcasts of the replicated index's pending subscription changes (RIhPS/RIsPS; a
+    # ``churn.RouterDelta`` each, oldest first; ``app.change_broadcasts``)
+    router_deltas: tuple = ()
     # Partitions owned by more than one worker: pid -> every owner, the primary first. Their
     # items are split among the owners by publication key (schemas.assignment.owner_index).
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -75,7 +77,10 @@ class JoinContext:
     # partition has one entry per owner, each of which holds (STAL) its own copy
     residency: dict[tuple[int, int], tuple[int, int]]
     base_seq: tuple[int, ...] = ()          # per partition: last change in its payload
-    deltas: dict[int, tuple] = field(default_factory=dict)  # pid: changes since its payload
+    # per partition the numbers of the changes since its payload, and per number the broadcast
+    # of that change's deltas (``app.change_broadcasts``)
+    deltas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    changes: dict[int, Any] = field(default_factory=dict)
 
 
 def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
@@ -144,7 +149,7 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     time_arr = times[idx]
     wkb_arr = wkbs[idx]
     geoms = geoms[idx]
-    routed = ctx.router.value.route(geoms, ctx.router_deltas)
+    routed = ctx.router.value.route(geoms, tuple(b.value for b in ctx.router_deltas))
     assignment = ctx.assignment
     replicas = ctx.replicas
     for pid, items in routed.by_partition():
@@ -238,6 +243,7 @@ class _Chunks:
 def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
          ) -> Iterator[tuple]:
     """Join the stream items of this worker with its static partitions and match them."""
+    from app.change_broadcasts import pending_deltas
     from geops.strategies import load_partition
     from geops.strategies.churn import apply_deltas
 
@@ -279,7 +285,8 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
             else:
                 shipped = len(payload)
         if pid in ctx.deltas:  # subscription changes since the payload, applied in place
-            matcher.applied = apply_deltas(matcher, ctx.deltas[pid], matcher.applied)
+            todo = pending_deltas(ctx.changes, ctx.deltas[pid], pid, matcher.applied)
+            matcher.applied = apply_deltas(matcher, todo, matcher.applied)
         keys, ids, wkbs, times, offsets, cands = chunks[pid].columns()
         geoms = shapely.from_wkb(wkbs)
         partial = matcher.match(keys, geoms, offsets, cands)
