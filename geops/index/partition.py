@@ -67,31 +67,43 @@ class PartitionIndex:
 
     def insert(self, subs: Subscriptions) -> None:
         """Add subscriptions; one whose id is already here replaces the old one."""
-        if len(np.unique(subs.ids)) != len(subs):
-            raise ValueError("inserted subscription ids must be unique")
-        known = subs.ids[self.slots_of(subs.ids) >= 0]
-        if len(known):
-            self.delete(known)
-        geoms = subs.geoms.copy()
-        shapely.prepare(geoms)
-        new = Shapes.of(geoms)
-        self.ids = np.concatenate([self.ids, subs.ids])
-        self.relations = np.concatenate([self.relations, subs.relations])
-        self.shapes = Shapes(np.concatenate([self.shapes.geoms, new.geoms]),
-                             np.concatenate([self.shapes.bounds, new.bounds]),
-                             np.concatenate([self.shapes.types, new.types]))
-        self.alive = np.concatenate([self.alive, np.ones(len(subs), bool)])
-        if self.tree is not None:
-            self.tree.insert(new.bounds)
-        self._reindex()
+        self.update(np.empty(0, np.int64), subs)
 
     def delete(self, ids: np.ndarray) -> None:
         """Remove subscriptions by id; ids not in this partition are ignored."""
-        slots = self.slots_of(ids)
+        self.update(np.asarray(ids, np.int64), None)
+
+    def update(self, deletes: np.ndarray, upserts: Subscriptions | None) -> None:
+        """Remove ``deletes`` (ids; unknown ones are ignored) and add ``upserts`` (one whose id
+        is here replaces it) in one pass: one lookup, one change of the R-tree, one re-sort.
+        Applying subscription churn costs per partition and change, so its steps count."""
+        gone = np.asarray(deletes, np.int64)
+        if upserts is not None and len(upserts):
+            if len(np.unique(upserts.ids)) != len(upserts):
+                raise ValueError("inserted subscription ids must be unique")
+            gone = np.concatenate([gone, upserts.ids])
+        else:
+            upserts = None
+        slots = self.slots_of(gone)
         slots = np.unique(slots[slots >= 0])
-        if self.tree is not None and len(slots):
-            self.tree.delete(slots)
-        self.alive[slots] = False
+        if len(slots):
+            if self.tree is not None:
+                self.tree.delete(slots)
+            self.alive[slots] = False
+        if upserts is not None:
+            geoms = upserts.geoms.copy()
+            shapely.prepare(geoms)
+            new = Shapes.of(geoms)
+            self.ids = np.concatenate([self.ids, upserts.ids])
+            self.relations = np.concatenate([self.relations, upserts.relations])
+            self.shapes = Shapes(np.concatenate([self.shapes.geoms, new.geoms]),
+                                 np.concatenate([self.shapes.bounds, new.bounds]),
+                                 np.concatenate([self.shapes.types, new.types]))
+            self.alive = np.concatenate([self.alive, np.ones(len(upserts), bool)])
+            if self.tree is not None:
+                self.tree.insert(new.bounds)
+        elif not len(slots):
+            return
         self._reindex()
         if len(self.ids) - len(self) > max(_DEAD_MIN, len(self)):
             keep = self._sorted_slots

@@ -291,13 +291,9 @@ def apply_deltas(matcher, deltas: tuple[PartitionDelta, ...] | list[PartitionDel
     all_ids, all_rows = np.concatenate(ids), np.concatenate(rows)
     unique, first_of_reversed = np.unique(all_ids[::-1], return_index=True)
     last = all_rows[len(all_ids) - 1 - first_of_reversed]  # each id's last event
-    deletes = unique[last < 0]
-    if len(deletes):
-        matcher.delete(deletes)
-    if count:
-        keep = np.sort(last[last >= 0])
-        if len(keep):
-            matcher.insert(Subscriptions.concat(upserts).take(keep))
+    keep = np.sort(last[last >= 0])
+    matcher.update(unique[last < 0],
+                   Subscriptions.concat(upserts).take(keep) if len(keep) else None)
     return todo[-1].seq
 
 

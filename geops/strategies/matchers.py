@@ -52,6 +52,10 @@ class PartitionMatcher(ABC):
         """Remove subscriptions of this partition by id."""
         self.index.delete(ids)
 
+    def update(self, deletes: np.ndarray, upserts: Subscriptions | None) -> None:
+        """Remove ``deletes`` and add (or replace by id) ``upserts``, in one pass."""
+        self.index.update(deletes, upserts)
+
     def match(self, keys: np.ndarray, geoms: np.ndarray, cand_offsets: np.ndarray | None = None,
               cand_ids: np.ndarray | None = None) -> PartialMatches:
         """Exact matches of the items (publication ``keys`` and ``geoms``) in this partition."""
