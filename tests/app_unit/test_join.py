@@ -67,3 +67,64 @@ def test_the_workers_join_tasks_find_the_oracles_matches(strategy, mode) -> None
     assert offsets.tolist() == want_offsets.tolist() and sub_ids.tolist() == want_ids.tolist()
     if mode == "STAL":  # the built indexes stay in this process for the next batch
         assert set(resident_partitions()) == set(residency)
+
+
+class _Change:
+    """A change's broadcast as a join task sees it (``value``), counting the loads."""
+
+    def __init__(self, deltas):
+        self._deltas, self.loads = deltas, 0
+
+    @property
+    def value(self):
+        self.loads += 1
+        return self._deltas
+
+
+def test_a_resident_partition_applies_each_broadcast_change_once() -> None:
+    """Two batches with subscription changes pending (``app.change_broadcasts``): each batch
+    matches as the oracle over the set as of its changes, and in the second the resident
+    partitions apply only the new change: the first one's broadcast is not loaded again."""
+    from geops.model import Subscriptions
+    from geops.strategies.churn import LiveSubscriptions
+
+    wl = generate_workload(seed=5, subscriptions=200, publications=300)
+    pool = generate_workload(seed=9, subscriptions=100, publications=10).subscriptions
+    built = build_strategy("sPIS", wl.subscriptions, 8)
+    live = LiveSubscriptions(built, wl.subscriptions)
+    assignment = tuple(p % 2 for p in range(built.num_partitions))
+    residency = {(p, assignment[p]): (1, 0) for p in range(built.num_partitions)}
+    static = {w: [(w, StaticPartition(p, built.partition_payload(p)))
+                  for p in range(built.num_partitions) if assignment[p] == w] for w in (0, 1)}
+    rows = [Record("pubs", 0, i, None, codec().encode("Publication", r))
+            for i, r in enumerate(publication_records(wl.publications))]
+    ctx = RouteContext(router=types.SimpleNamespace(value=built.router()),
+                       assignment=assignment, workers=2, with_presence=True,
+                       dead_letter_topic="dead")
+    routed = list(decode_route(ctx, rows))
+    changes = {}
+    for seq, rows_ in ((1, np.arange(0, 50)), (2, np.arange(50, 100))):
+        live.apply(Subscriptions(np.r_[wl.subscriptions.ids[rows_[:20]], 5000 + rows_[20:]],
+                                 pool.geoms[rows_], pool.relations[rows_]),
+                   wl.subscriptions.ids[100 + rows_[:10]])
+        changes[seq] = _Change({p: ds[-1] for p, ds in live.pending.items()
+                                if ds[-1].seq == seq})
+        join_ctx = JoinContext("sPIS", "STAL", residency, (0,) * built.num_partitions,
+                               {p: tuple(d.seq for d in ds) for p, ds in live.pending.items()},
+                               dict(changes))
+        loads_before = changes[1].loads
+        out = [rec for w in (0, 1)
+               for rec in join(join_ctx, w, static[w] + [(v, r) for v, r in routed if v == w])]
+        presence = np.concatenate([r.keys for r in out if isinstance(r, Presence)])
+        keys, offsets, sub_ids = merge(presence,
+                                       [r.partial for r in out if isinstance(r, Matched)],
+                                       live.disjoint_ids())
+        want = oracle_match(live.subscriptions(), np.arange(len(rows)), wl.publications.geoms)
+        assert keys.tolist() == want[0].tolist() and offsets.tolist() == want[1].tolist()
+        assert sub_ids.tolist() == want[2].tolist()
+        builds = sum(r.index_builds for r in out if isinstance(r, PartitionLoad))
+        if seq == 1:
+            assert builds == len(residency) and changes[1].loads > 0
+        else:  # resident: no rebuild, and change 1 was not loaded again
+            assert builds == 0 and changes[1].loads == loads_before
+            assert changes[2].loads > 0

@@ -171,3 +171,41 @@ def test_partition_index_upsert_delete_and_tree_follow_churn():
         PartitionIndex(Subscriptions([1, 1], geoms[:2], [0, 0]), tree=False)
     with pytest.raises(TypeError):
         PartitionIndex(subs, tree=False).query(np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize("tree", [True, False])
+def test_partition_index_update_is_a_delete_then_an_upsert(tree):
+    """``update`` (one pass) leaves what ``delete`` then ``insert`` leave, over many rounds of
+    deletes of known and unknown ids and upserts of new and known ids, through compactions."""
+    rng = np.random.default_rng(7)
+
+    def boxes(n):
+        lo = rng.uniform(0, 100, (n, 2))
+        return shapely.box(lo[:, 0], lo[:, 1], lo[:, 0] + 3, lo[:, 1] + 3)
+
+    start = Subscriptions(np.arange(300), boxes(300), rng.integers(0, 10, 300))
+    one, two = PartitionIndex(start, tree=tree), PartitionIndex(start, tree=tree)
+    next_id = 300
+    queries = np.column_stack([rng.uniform(0, 100, (50, 2)), np.zeros((50, 2))])
+    queries[:, 2:] = queries[:, :2] + 10
+    for step in range(40):
+        live = one.ids[one.live_slots()]
+        known = rng.choice(live, min(len(live), 15), replace=False)
+        deletes = np.concatenate([known[:5], [10_000 + step]])  # and an unknown id
+        ids = np.concatenate([known[5:], np.arange(next_id, next_id + 8)])
+        next_id += 8
+        upserts = Subscriptions(ids, boxes(len(ids)), rng.integers(0, 10, len(ids)))
+        one.update(deletes, upserts if step % 5 else None)
+        two.delete(deletes)
+        if step % 5:
+            two.insert(upserts)
+        slots_one, slots_two = one.live_slots(), two.live_slots()  # in id order
+        assert one.ids[slots_one].tolist() == two.ids[slots_two].tolist()
+        assert one.relations[slots_one].tolist() == two.relations[slots_two].tolist()
+        assert shapely.equals(one.shapes.geoms[slots_one], two.shapes.geoms[slots_two]).all()
+        if tree:
+            assert _hits(one, queries) == _hits(two, queries)
+    assert len(one.ids) < 2 * 300 + 256  # compacted along the way
+    one.update(np.empty(0, np.int64), None)  # nothing to do
+    with pytest.raises(ValueError, match="unique"):
+        one.update(np.empty(0, np.int64), Subscriptions([1, 1], boxes(2), [0, 0]))
