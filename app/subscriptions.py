@@ -69,6 +69,11 @@ class Prefetch:
     # once kept the thread reading small pieces back to back under a steady stream of changes,
     # taking CPU from the batches); a change waits at most this long for the next look
     LOOK_EVERY_S = 0.05
+    # A look costs the broker as well: the embedded broker took 80-90 ms to answer the end
+    # offsets of a topic grown long by a burst of changes, and looks every 50 ms then kept it
+    # busy for good, slowing every later batch. Between looks the thread waits at least this
+    # many times what its last ask took, so looking takes at most a fifth of the broker.
+    LOOK_COST_FACTOR = 4.0
 
     def __init__(self, conf: Mapping[str, str], topic: str, start: Mapping[int, int],
                  outage_limit: float, ends_now: Callable[[], dict[int, int]]):
@@ -90,10 +95,12 @@ class Prefetch:
             while not self._stop.is_set():
                 looked = time.monotonic()
                 ends = self._ends_now()
+                pause = max(self.LOOK_EVERY_S,
+                            self.LOOK_COST_FACTOR * (time.monotonic() - looked))
                 start = dict(self.reached)
                 if all(e <= start.get(p, 0) for p, e in ends.items()):
                     self._caught_up.set()
-                    self._stop.wait(self.LOOK_EVERY_S)
+                    self._stop.wait(pause)
                     continue
                 ends = {p: max(e, start.get(p, 0)) for p, e in ends.items()}
                 got = list(read_between(self.conf, self.topic, start, ends, self.outage_limit,
@@ -103,7 +110,7 @@ class Prefetch:
                     self.reached = {**start, **ends}
                     self._cond.notify_all()
                 self._caught_up.set()
-                self._stop.wait(max(0.0, looked + self.LOOK_EVERY_S - time.monotonic()))
+                self._stop.wait(max(0.0, looked + pause - time.monotonic()))
         except BaseException as exc:
             with self._cond:
                 self._error = exc

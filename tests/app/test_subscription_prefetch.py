@@ -4,6 +4,7 @@ that stays away: ``tests/faults/test_outage_limit.py``)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -60,3 +61,38 @@ def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg
                                                  for o in range(200, 1_750)]
     assert sum(v.startswith(b"old") for _, _, v in got) == 100
     assert batches > 3  # the records came over several batches, not at once
+
+
+def test_a_slow_answer_spaces_the_looks_out_and_changes_still_arrive(kafka_cfg, tmp_path):
+    """When asking the end offsets takes long (the embedded broker after a burst: 80-90 ms),
+    the thread asks less often instead of keeping the broker busy, and still reads what is
+    written."""
+    create_topics(kafka_cfg, ["subscriptions"])
+    topic = kafka_cfg.topic("subscriptions")
+    feed = SubscriptionFeed(kafka_cfg.kafka_client(), topic, str(tmp_path), 30.0)
+    asked: list[float] = []
+
+    def slow_ends() -> dict[int, int]:
+        asked.append(time.monotonic())
+        time.sleep(0.1)
+        return feed.ends_now()
+
+    ahead = Prefetch(kafka_cfg.kafka_client(), topic, {0: 0}, 30.0, slow_ends)
+    sender = Sender(kafka_cfg.kafka_client())
+    try:
+        assert ahead.ahead() == {0: 0}
+        time.sleep(2.0)
+        for i in range(5):
+            sender.send(topic, b"v%d" % i, key=b"%d" % i)
+        sender.flush()
+        deadline = time.monotonic() + 10
+        while ahead.ahead().get(0, 0) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [m.offset() for m in ahead.take({0: 0}, {0: 5})] == list(range(5))
+    finally:
+        ahead.close()
+        feed.close()
+        sender.close()
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
+    # at least 5 x 100 ms apart (a look every 50 ms plus its ask would be 150 ms)
+    assert len(gaps) >= 3 and min(gaps) >= 0.45, gaps
