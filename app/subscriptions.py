@@ -69,10 +69,10 @@ class Prefetch:
     # once kept the thread reading small pieces back to back under a steady stream of changes,
     # taking CPU from the batches); a change waits at most this long for the next look
     LOOK_EVERY_S = 0.05
-    # A look costs the broker as well: the embedded broker took 80-90 ms to answer the end
-    # offsets of a topic grown long by a burst of changes, and looks every 50 ms then kept it
-    # busy for good, slowing every later batch. Between looks the thread waits at least this
-    # many times what its last ask took, so looking takes at most a fifth of the broker.
+    # A look costs the broker as well (the embedded broker answered the end offsets in 7 ms on
+    # a short topic, 80-90 ms once in a run after a burst): between looks the thread waits at
+    # least this many times what its last ask took, so a slow broker spends at most a fifth of
+    # its time answering them.
     LOOK_COST_FACTOR = 4.0
 
     def __init__(self, conf: Mapping[str, str], topic: str, start: Mapping[int, int],
