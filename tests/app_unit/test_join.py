@@ -25,17 +25,23 @@ def no_resident_partitions():
     app.tasks._RESIDENT.clear()
 
 
+def _routed(built, pubs) -> tuple[tuple[int, ...], list[Record], list]:
+    """(assignment: partitions alternate between workers 0 and 1, the publications' records,
+    what the stream-side task routes of them)."""
+    assignment = tuple(p % 2 for p in range(built.num_partitions))
+    rows = [Record("pubs", 0, i, None, codec().encode("Publication", r))
+            for i, r in enumerate(publication_records(pubs))]
+    ctx = RouteContext(router=types.SimpleNamespace(value=built.router()),
+                       assignment=assignment, workers=2, with_presence=True,
+                       dead_letter_topic="dead")
+    return assignment, rows, list(decode_route(ctx, rows))
+
+
 @pytest.mark.parametrize(("strategy", "mode"), [("sPIS", "STAL"), ("RIsPS", "STRL")])
 def test_the_workers_join_tasks_find_the_oracles_matches(strategy, mode) -> None:
     wl = generate_workload(seed=5, subscriptions=200, publications=300)
     built = build_strategy(strategy, wl.subscriptions, 8)
-    assignment = tuple(p % 2 for p in range(built.num_partitions))
-    rows = [Record("pubs", 0, i, None, codec().encode("Publication", r))
-            for i, r in enumerate(publication_records(wl.publications))]
-    ctx = RouteContext(router=types.SimpleNamespace(value=built.router()),
-                       assignment=assignment, workers=2, with_presence=True,
-                       dead_letter_topic="dead")
-    routed = list(decode_route(ctx, rows))
+    assignment, rows, routed = _routed(built, wl.publications)
     residency = {(p, assignment[p]): (1, 0) for p in range(built.num_partitions)}
     join_ctx = JoinContext(strategy, mode, residency)
     out = []
@@ -92,16 +98,10 @@ def test_a_resident_partition_applies_each_broadcast_change_once() -> None:
     pool = generate_workload(seed=9, subscriptions=100, publications=10).subscriptions
     built = build_strategy("sPIS", wl.subscriptions, 8)
     live = LiveSubscriptions(built, wl.subscriptions)
-    assignment = tuple(p % 2 for p in range(built.num_partitions))
+    assignment, rows, routed = _routed(built, wl.publications)
     residency = {(p, assignment[p]): (1, 0) for p in range(built.num_partitions)}
     static = {w: [(w, StaticPartition(p, built.partition_payload(p)))
                   for p in range(built.num_partitions) if assignment[p] == w] for w in (0, 1)}
-    rows = [Record("pubs", 0, i, None, codec().encode("Publication", r))
-            for i, r in enumerate(publication_records(wl.publications))]
-    ctx = RouteContext(router=types.SimpleNamespace(value=built.router()),
-                       assignment=assignment, workers=2, with_presence=True,
-                       dead_letter_topic="dead")
-    routed = list(decode_route(ctx, rows))
     changes = {}
     for seq, rows_ in ((1, np.arange(0, 50)), (2, np.arange(50, 100))):
         live.apply(Subscriptions(np.r_[wl.subscriptions.ids[rows_[:20]], 5000 + rows_[20:]],
