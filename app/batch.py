@@ -41,8 +41,9 @@ from schemas.match_encoder import encode_matches
 log = logging.getLogger("geops.app")
 
 EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
-# Pending subscription deltas travel with every join task; past ``fold_bytes`` (and a tenth of
-# the static side), or once one has waited FOLD_AGE_BATCHES, they are folded into the
+# Pending subscription deltas (each broadcast once, ``app.change_broadcasts``) are what every
+# matcher built from a payload (STRL: every batch) catches up with; past ``fold_bytes`` (and a
+# tenth of the static side), or once one has waited FOLD_AGE_BATCHES, they are folded into the
 # partitions' payloads. A fold leaves the newest REBASE_KEEP_CHANGES pending under STAL: a
 # worker's tasks run in whichever Python process is free, and a resident matcher that already
 # applied a change must not rebuild because it was folded. Past REBASE_ROUTER_DELTAS changes
