@@ -27,6 +27,7 @@ from confluent_kafka import TopicPartition
 
 import config
 from bench.live import calc
+from bench.reap import reap
 from config import TOPICS
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
@@ -58,11 +59,15 @@ def now_ms() -> int:
 
 # -- processes -------------------------------------------------------------------------------
 
+MARKER = "GEOPS_BENCH_PROCESS"  # environment variable marking a started process's tree
+
+
 @dataclass
 class Proc:
     name: str
     popen: subprocess.Popen
     log: Path
+    marker: bytes  # ``MARKER=<id>\0``, in the environment of it and its descendants
 
 
 class Processes:
@@ -75,16 +80,18 @@ class Processes:
 
     def start(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> Proc:
         log.parent.mkdir(parents=True, exist_ok=True)
+        marker = uuid.uuid4().hex  # inherited by its children, found again by ``stop``
         with open(log, "w") as fh:
-            popen = subprocess.Popen(argv, env=dict(env), stdout=fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=REPO,
-                                     start_new_session=True)
-        proc = Proc(name, popen, log)
+            popen = subprocess.Popen(argv, env={**env, MARKER: marker}, stdout=fh,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=REPO, start_new_session=True)
+        proc = Proc(name, popen, log, f"{MARKER}={marker}\0".encode())
         self.procs.append(proc)
         return proc
 
-    def stop(self, proc: Proc, grace: float = 20.0) -> int | None:
-        """SIGTERM the process group, then SIGKILL what is left; the exit code."""
+    def stop(self, proc: Proc, grace: float = 20.0, reap_grace: float = 10.0) -> int | None:
+        """SIGTERM the process group, then SIGKILL what is left, then (after ``reap_grace``)
+        the process's descendants outside its group; the exit code."""
         p = proc.popen
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -94,6 +101,7 @@ class Processes:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)  # the JVM and Python workers of `geops app`
         p.wait()
+        reap(proc.marker, reap_grace)  # PySpark's daemon and workers, in a group of their own
         if proc in self.procs:
             self.procs.remove(proc)
         return p.returncode

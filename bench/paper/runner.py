@@ -23,6 +23,7 @@ import numpy as np
 
 import config
 from bench.paper.plan import RunSpec
+from bench.reap import reap
 from geops.model import Publications
 from geops.workload import Workload
 from kafkaio import broker
@@ -134,32 +135,8 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
                     _stop(dist)
         return collect(cfg)
     finally:
-        _reap(f"GEOPS_STATE_DIR={state}\0".encode())
+        reap(f"GEOPS_STATE_DIR={state}\0".encode())
         broker.stop(state)
-
-
-def _reap(marker: bytes, grace: float = 10.0) -> None:
-    """Wait for, then SIGKILL, the run's processes outside the process groups ``_stop`` ends:
-    PySpark's Python daemon and workers make a process group of their own and leave when they
-    notice the JVM is gone, which an app stopped during its start-up (the executors already
-    scanning the subscriptions) leaves to them. Found by their environment (``marker``)."""
-    deadline = time.monotonic() + grace
-    while (pids := _with_environ(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _with_environ(marker: bytes) -> list[int]:
-    """Live processes whose environment holds ``marker``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if marker in (entry / "environ").read_bytes():
-                    pids.append(int(entry.name))
-    return pids
 
 
 def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:

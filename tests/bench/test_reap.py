@@ -1,0 +1,45 @@
+"""Stopping a benchmark's process also ends its descendants that left its process group, as
+PySpark's daemon and workers do (``bench.reap``, ``bench.live.harness.Processes``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from bench.live.harness import Processes
+from bench.reap import reap, with_environ
+
+SPAWN = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_stop_ends_a_descendant_in_a_session_of_its_own(tmp_path):
+    procs = Processes()
+    log = tmp_path / "p.log"
+    proc = procs.start("spawner", [sys.executable, "-c", SPAWN], dict(os.environ), log)
+    try:
+        deadline = time.monotonic() + 30
+        while not log.read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(log.read_text().split()[0])
+        assert os.getpgid(child) != os.getpgid(proc.popen.pid)  # out of reach of killpg
+        assert child in with_environ(proc.marker)
+        procs.stop(proc, grace=5, reap_grace=0.5)
+        deadline = time.monotonic() + 5
+        while with_environ(proc.marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert with_environ(proc.marker) == []
+        assert not os.path.exists(f"/proc/{child}") or "Z" in _state(child)
+    finally:
+        procs.stop_all()
+        reap(proc.marker, 0)  # whatever a failure left
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
