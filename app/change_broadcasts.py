@@ -51,9 +51,6 @@ class ChangeBroadcasts:
         _drop(self._partitions, live)
         _drop(self._router, {d.seq for d in router_pending})
 
-    def close(self) -> None:
-        self.retire({}, ())
-
 
 def pending_deltas(changes: Mapping[int, Any], seqs: Sequence[int], pid: int,
                    applied: int) -> list[PartitionDelta]:

@@ -222,7 +222,7 @@ class SubscriptionFeed:
                                    self.ends_now)
         ends = self._recorded(batch_id)
         if ends is None:
-            ends = {p: max(e, self.position.get(p, 0)) for p, e in self._ahead.ahead().items()}
+            ends = self._ahead.ahead()  # read on from ``position``: never behind it
             self._record(batch_id, ends)
         start = dict(self.position)
         found, upserts = read_change(self._ahead.take(start, ends))

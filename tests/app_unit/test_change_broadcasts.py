@@ -63,5 +63,5 @@ def test_changes_are_broadcast_once_and_destroyed_when_folded_or_in_a_new_router
     live.router_pending.clear()  # a new router includes them all
     shipped.retire(live.pending, live.router_pending)
     assert all(b.destroyed for b in router) and shipped.for_router(live.router_pending) == ()
-    shipped.close()
+    shipped.retire({}, ())  # nothing pending: none kept
     assert all(b.destroyed for b in sc.made)
