@@ -3,8 +3,9 @@
 ``LiveSubscriptions`` holds the live set of one strategy and turns each change (upserts by id,
 deletes by id) into what the partitions and the router need, nothing more:
 
-- per static partition a ``PartitionDelta`` (the subscriptions to insert, encoded like a
-  partition payload, and the ids to delete): a new subscription goes where the strategy's
+- per static partition a ``PartitionDelta`` (the subscriptions to insert: rows of the change's
+  upserts, encoded once like a partition payload and shared by its partitions; and the ids to
+  delete): a new subscription goes where the strategy's
   placement rule puts it (``Layout.place``: the partitioner's cells, which
   cover the whole plane, or ``id mod P``); a changed one leaves the partitions it no longer
   belongs to;
@@ -29,17 +30,58 @@ from geops.strategies import payload
 from geops.strategies.strategy import KINDS, Layout
 
 
+class Upserts:
+    """The subscriptions one change upserts, encoded once for all the partitions it touches:
+    pickled with the change, this shared object is written once (not once per partition), and
+    a process decodes it at most once, however many of its partitions take rows of it."""
+
+    __slots__ = ("_subs", "count", "data")
+
+    def __init__(self, subs: Subscriptions):
+        self.data = payload.encode(subs)
+        self.count = len(subs)
+        self._subs: Subscriptions | None = None
+
+    def __getstate__(self) -> tuple[bytes, int]:
+        return self.data, self.count
+
+    def __setstate__(self, state: tuple[bytes, int]) -> None:
+        self.data, self.count = state
+        self._subs = None
+
+    def subscriptions(self) -> Subscriptions:
+        if self._subs is None:
+            self._subs = payload.decode(self.data)[0]
+        return self._subs
+
+
 @dataclass(frozen=True)
 class PartitionDelta:
     """Change ``seq`` of one static partition: subscriptions to upsert, ids to delete."""
 
     seq: int
-    upserts: bytes | None          # payload.encode of the upserted subscriptions, or None
+    upserts: Upserts | None        # the change's upserted subscriptions (all its partitions')
+    rows: np.ndarray               # int32: which of them this partition takes
     deletes: np.ndarray            # int64 ids
+
+    @classmethod
+    def of(cls, seq: int, upserts: Subscriptions, deletes: np.ndarray) -> PartitionDelta:
+        """A delta upserting all of ``upserts`` (tests, one-partition changes)."""
+        return cls(seq, Upserts(upserts) if len(upserts) else None,
+                   np.arange(len(upserts), dtype=np.int32), np.asarray(deletes, np.int64))
+
+    def subscriptions(self) -> Subscriptions | None:
+        """The subscriptions this partition upserts, or None."""
+        if self.upserts is None or not len(self.rows):
+            return None
+        return self.upserts.subscriptions().take(self.rows)
 
     @property
     def nbytes(self) -> int:
-        return len(self.upserts or b"") + self.deletes.nbytes
+        """What it holds: its rows' share of the change's upserts, and its deletes."""
+        share = (len(self.upserts.data) * len(self.rows) // max(1, self.upserts.count)
+                 if self.upserts is not None else 0)
+        return share + self.rows.nbytes + self.deletes.nbytes
 
 
 @dataclass(frozen=True)
@@ -198,11 +240,11 @@ class LiveSubscriptions:
             self._places[sid] = places
             self._keep(sid, envelopes.bounds[row], int(upserts.relations[row]),
                        upserts.geoms[row])
+        shared = Upserts(upserts) if added else None
         for pid in sorted(set(gone) | set(added)):
-            rows = np.array(added.get(pid, []), np.int64)
-            delta = PartitionDelta(
-                self.seq, payload.encode(upserts.take(rows)) if len(rows) else None,
-                np.array(sorted(gone.get(pid, [])), np.int64))
+            rows = np.array(added.get(pid, []), np.int32)
+            delta = PartitionDelta(self.seq, shared if len(rows) else None, rows,
+                                   np.array(sorted(gone.get(pid, [])), np.int64))
             out.partitions[pid] = delta
             self.pending.setdefault(pid, []).append(delta)
         if self.has_router_index and (len(index) or router_gone):
@@ -282,8 +324,8 @@ def apply_deltas(matcher, deltas: tuple[PartitionDelta, ...] | list[PartitionDel
     for delta in todo:  # in order: a delta's deletes, then its upserts (row -1: a delete)
         ids.append(np.asarray(delta.deletes, np.int64))
         rows.append(np.full(len(delta.deletes), -1, np.int64))
-        if delta.upserts is not None:
-            subs, _ = payload.decode(delta.upserts)
+        subs = delta.subscriptions()
+        if subs is not None:
             ids.append(subs.ids)
             rows.append(np.arange(count, count + len(subs), dtype=np.int64))
             upserts.append(subs)
@@ -305,12 +347,12 @@ def fold_deltas(data: bytes, deltas: tuple[PartitionDelta, ...] | list[Partition
     ids, geoms, rels = subs.ids, subs.geoms, subs.relations
     for delta in deltas:
         gone = np.asarray(delta.deletes, np.int64)
-        if delta.upserts is not None:
-            upserts, _ = payload.decode(delta.upserts)
+        upserts = delta.subscriptions()
+        if upserts is not None:
             gone = np.union1d(gone, upserts.ids)
         keep = ~np.isin(ids, gone)
         ids, geoms, rels = ids[keep], geoms[keep], rels[keep]
-        if delta.upserts is not None:
+        if upserts is not None:
             ids = np.concatenate([ids, upserts.ids])
             geoms = np.concatenate([geoms, upserts.geoms])
             rels = np.concatenate([rels, upserts.relations])

@@ -296,8 +296,7 @@ def test_stal_ships_a_new_replica_once_and_drops_a_removed_one(fake_sc):
     assert set(static.residency()) == {(0, 1), (1, 1), (2, 1), (3, 1)}
 
     # folding subscription changes (where the payloads live) keeps every copy
-    delta = PartitionDelta(7, payload_codec.encode(SUBS.take(np.arange(5, 7))),
-                           SUBS.ids[:1].copy())
+    delta = PartitionDelta.of(7, SUBS.take(np.arange(5, 7)), SUBS.ids[:1].copy())
     static.rebase({0: (delta,)}, seq=7)
     folded = fold_deltas(PAYLOADS[0], [delta])
     assert static.base_seq[0] == 7 and static.sizes[0] == len(PAYLOADS[0])  # not measured yet

@@ -6,6 +6,8 @@ partitioner's original extent."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import shapely
@@ -203,7 +205,12 @@ def test_a_live_set_of_envelopes_makes_the_same_deltas_as_one_with_shapes(name, 
         want, got = shapes.apply(ups, dels), envelopes.apply(ups, dels)
         assert sorted(got.partitions) == sorted(want.partitions)
         for pid, delta in want.partitions.items():
-            assert got.partitions[pid].upserts == delta.upserts
+            mine, theirs = got.partitions[pid].subscriptions(), delta.subscriptions()
+            assert (mine is None) == (theirs is None)
+            if mine is not None:
+                np.testing.assert_array_equal(mine.ids, theirs.ids)
+                np.testing.assert_array_equal(mine.relations, theirs.relations)
+                assert shapely.equals_identical(mine.geoms, theirs.geoms).all()
             np.testing.assert_array_equal(got.partitions[pid].deletes, delta.deletes)
         assert (got.router is None) == (want.router is None)
         if want.router is not None:
@@ -222,3 +229,31 @@ def test_a_live_set_of_envelopes_makes_the_same_deltas_as_one_with_shapes(name, 
             np.testing.assert_array_equal(getattr(ra, field), getattr(rb, field))
     with pytest.raises(RuntimeError, match="envelopes only"):
         envelopes.subscriptions()
+
+
+def test_a_changes_partitions_share_its_upserts_written_and_decoded_once(cases):
+    """sPIS places a subscription in every cell its envelope meets: the deltas of one change
+    take rows of one encoding of its upserts, which a pickle of the change holds once and a
+    process decodes once, and each partition gets exactly its own rows."""
+    subs = cases.subscriptions(seed=21, n=150)
+    strategy = build_strategy("sPIS", subs, 8)
+    live = LiveSubscriptions(strategy, subs)
+    ups, dels = next(changes(cases, subs, seed=3, rounds=1))
+    big = shapely.box(-1e3, -1e3, 1e3, 1e3)  # meets every cell
+    ups = Subscriptions(np.r_[ups.ids, 10**6], np.r_[ups.geoms, big],
+                        np.r_[ups.relations, int(Relation.INTERSECTS)])
+    result = live.apply(ups, dels)
+    deltas = [d for d in result.partitions.values() if d.upserts is not None]
+    assert len(deltas) == 8 and len({id(d.upserts) for d in deltas}) == 1
+    shared = deltas[0].upserts
+    copy = pickle.loads(pickle.dumps(result.partitions))
+    assert len(pickle.dumps(result.partitions)) < len(shared.data) + 2_000
+    decoded = [d.subscriptions() for d in copy.values() if d.upserts is not None]
+    assert len({id(d.upserts) for d in copy.values() if d.upserts is not None}) == 1
+    pool = {id(g) for s in decoded for g in s.geoms}
+    assert len(pool) == len(ups)  # one decoding: a subscription in two cells is one object
+    for pid, d in result.partitions.items():
+        want = live.partition_subscriptions(pid)
+        got = d.subscriptions()
+        placed = set() if got is None else set(got.ids.tolist())
+        assert placed == set(ups.ids.tolist()) & set(want.ids.tolist())
