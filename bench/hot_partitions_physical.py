@@ -6,7 +6,7 @@ distributor against Static STAL and greedy (Table 1) per point.
 Reads the CSVs ``geops bench paper --modes "Static STAL,Dynamic LB STAL,Dynamic LB STAL
 replicate" --hot-partitions 1 ...`` (or with ``Adaptive STAL`` among the modes) wrote (plain
 or gzipped) and writes ``summary.csv``: per
-point (skew, hot partitions) and mode, the repeats, throughput (mean, min, max), its ratio
+point (pipeline, skew, hot partitions) and mode, the repeats, throughput (mean, min, max), its ratio
 to Static STAL and to Dynamic LB STAL (greedy) (ratio of the means, and the lowest and highest
 per-repeat ratio, pairs of the same repeat: the same stream), the final MLDC (the last period
 the distributor judged), rebalances, partitions and MB moved (the app's MoveReports) and the
@@ -14,9 +14,9 @@ partitions with several owners in the last batch (from the app's PartitionLoads)
 ``range_over_repeats`` is the largest relative range of one mode's throughput over the repeats
 at the point ((max - min) / mean; repeats differ in their stream's seed and time, so this is
 wider than the noise between two runs of one stream). With ``LOAD_LOG`` (lines ``HH:MM:SS
-load1 load5 load15 ...`` in UTC, e.g. ``cat /proc/loadavg`` every 10 s during the runs),
-``load1_mean`` is the machine's 1-minute load average over each mode's streaming time. Prints
-the table.
+load1 load5 load15 ...`` in UTC, or stamped ``YYYY-MM-DDTHH:MM:SSZ``; e.g. ``cat
+/proc/loadavg`` every 10 s during the runs), ``load1_mean`` is the machine's 1-minute load
+average over each mode's streaming time. Prints the table.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def read_load(path: Path, day_ms: int) -> list[tuple[int, float]]:
     for line in Path(path).read_text().splitlines():
         parts = line.split()
         if len(parts) >= 2:
-            h, m, sec = (int(x) for x in parts[0].split(":"))
+            clock = parts[0].rstrip("Z").rpartition("T")[2]
+            h, m, sec = (int(x) for x in clock.split(":"))
             points.append((day_ms + ((h * 60 + m) * 60 + sec) * 1000, float(parts[1])))
     return points
 
@@ -85,12 +86,14 @@ def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
         day = time.gmtime(first)
         load = read_load(load_log, int(first - (day.tm_hour * 3600 + day.tm_min * 60
                                                 + day.tm_sec)) * 1000)
-    points: dict[tuple[float, int | None], dict[str, dict[int, dict]]] = defaultdict(
+    points: dict[tuple[str, float, int | None], dict[str, dict[int, dict]]] = defaultdict(
         lambda: defaultdict(dict))
     for r in runs:
-        points[(float(r["skew"]), _hot(r["run_id"]))][r["mode"]][int(r["repeat"])] = r
+        points[(r["pipeline"], float(r["skew"]), _hot(r["run_id"]))][r["mode"]][
+            int(r["repeat"])] = r
     rows = []
-    for (skew, hot), modes in sorted(points.items(), key=lambda kv: (kv[0][1] or 0, kv[0][0])):
+    for (pipeline, skew, hot), modes in sorted(
+            points.items(), key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
         thr = {m: {rep: float(r["throughput"]) for rep, r in modes[m].items()} for m in modes}
         spread = max(((max(v.values()) - min(v.values())) / statistics.fmean(v.values()))
                      for v in thr.values() if v)
@@ -99,7 +102,7 @@ def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
                 continue
             mine = thr[mode]
             row: dict[str, Any] = {
-                "skew": skew, "hot_partitions": hot or "", "mode": mode,
+                "pipeline": pipeline, "skew": skew, "hot_partitions": hot or "", "mode": mode,
                 "repeats": len(mine), "throughput_mean": statistics.fmean(mine.values()),
                 "throughput_min": min(mine.values()), "throughput_max": max(mine.values())}
             for name, base in (("static", STATIC), ("greedy", GREEDY)):
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     for r in summarise(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else None):
-        print(f"skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
+        print(f"{r['pipeline']} skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
               f"n {r['repeats']} thr {r['throughput_mean']:,.0f} "
               f"({r['throughput_min']:,.0f}-{r['throughput_max']:,.0f}) "
               f"x static {_fmt(r['over_static'])} ({_fmt(r['over_static_min'])}-"

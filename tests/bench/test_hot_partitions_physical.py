@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.hot_partitions_physical import summarise
-from bench.paper.plan import FULL_SIZES, HOT_SPOT, REPLICATE, full_plan
+from bench.paper.plan import ADAPTIVE, FULL_SIZES, HOT_SPOT, REPLICATE, full_plan
 from bench.paper.rows import write_csv
 
 THR = {"Static STAL": (1000.0, 1100.0), "Dynamic LB STAL": (1100.0, 1100.0),
@@ -43,3 +43,25 @@ def test_ratios_pair_repeats_and_replicas_come_from_the_last_batch(tmp_path: Pat
     assert rep["replicated_last"] == "1/1" and rep["rebalances"] == "1/1"
     assert rows["Static STAL"]["replicated_last"] == "0/0"
     assert (tmp_path / "summary.csv").exists()
+
+
+def test_pipelines_are_points_of_their_own_and_iso_load_logs_are_read(tmp_path: Path) -> None:
+    """The same mode, skew and repeat on two pipelines are two points (each against its own
+    Static STAL), and a load log stamped ``YYYY-MM-DDTHH:MM:SSZ`` gives the load over a run."""
+    thr = {("sPS", "Static STAL"): 100.0, ("sPS", ADAPTIVE): 130.0,
+           ("RIsPS", "Static STAL"): 1000.0, ("RIsPS", ADAPTIVE): 900.0}
+    start = 1_795_716_000_000  # 2026-11-26T18:00:00Z
+    runs = [{"run_id": f"{p}-{m}-r0", "pipeline": p, "mode": m, "skew": 0.7, "repeat": 0,
+             "throughput": v, "rebalances": 1, "skew_items": 0.7,
+             "first_start_ms": start + 60_000, "last_end_ms": start + 120_000}
+            for (p, m), v in thr.items()]
+    write_csv(tmp_path / "runs.csv", runs)
+    for name in ("status", "moves", "loads"):
+        write_csv(tmp_path / f"{name}.csv", [])
+    log = tmp_path / "load.log"
+    log.write_text("2026-11-26T18:00:30Z 9.00 1 1\n2026-11-26T18:01:30Z 2.00 1 1\n"
+                   "2026-11-26T18:02:30Z 9.00 1 1\n")
+    rows = {(r["pipeline"], r["mode"]): r for r in summarise(tmp_path, log)}
+    assert rows[("sPS", ADAPTIVE)]["over_static"] == pytest.approx(1.3)
+    assert rows[("RIsPS", ADAPTIVE)]["over_static"] == pytest.approx(0.9)
+    assert rows[("RIsPS", ADAPTIVE)]["load1_mean"] == pytest.approx(2.0)
