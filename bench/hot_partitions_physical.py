@@ -21,6 +21,7 @@ average over each mode's streaming time. Prints the table.
 
 from __future__ import annotations
 
+import calendar
 import re
 import statistics
 import sys
@@ -42,15 +43,18 @@ def _hot(run_id: str) -> int | None:
 
 
 def read_load(path: Path, day_ms: int) -> list[tuple[int, float]]:
-    """(ms since the epoch, 1-minute load average) of each line of a load log of the UTC day
-    that starts at ``day_ms``."""
+    """(ms since the epoch, 1-minute load average) of each line of a load log: a line stamped
+    ``HH:MM:SS`` is of the UTC day that starts at ``day_ms``, one stamped with its date
+    (``YYYY-MM-DDTHH:MM:SSZ``) of that date, so a log may run past midnight."""
     points = []
     for line in Path(path).read_text().splitlines():
         parts = line.split()
         if len(parts) >= 2:
-            clock = parts[0].rstrip("Z").rpartition("T")[2]
+            date, _, clock = parts[0].rstrip("Z").rpartition("T")
             h, m, sec = (int(x) for x in clock.split(":"))
-            points.append((day_ms + ((h * 60 + m) * 60 + sec) * 1000, float(parts[1])))
+            day = (calendar.timegm(time.strptime(date, "%Y-%m-%d")) * 1000 if date
+                   else day_ms)
+            points.append((day + ((h * 60 + m) * 60 + sec) * 1000, float(parts[1])))
     return points
 
 

@@ -55,13 +55,17 @@ def test_pipelines_are_points_of_their_own_and_iso_load_logs_are_read(tmp_path: 
              "throughput": v, "rebalances": 1, "skew_items": 0.7,
              "first_start_ms": start + 60_000, "last_end_ms": start + 120_000}
             for (p, m), v in thr.items()]
+    runs[1].update(first_start_ms=start + 86_400_000 - 30_000,  # over midnight
+                   last_end_ms=start + 86_400_000 + 30_000)
     write_csv(tmp_path / "runs.csv", runs)
     for name in ("status", "moves", "loads"):
         write_csv(tmp_path / f"{name}.csv", [])
     log = tmp_path / "load.log"
     log.write_text("2026-11-26T18:00:30Z 9.00 1 1\n2026-11-26T18:01:30Z 2.00 1 1\n"
-                   "2026-11-26T18:02:30Z 9.00 1 1\n")
+                   "2026-11-26T18:02:30Z 9.00 1 1\n2026-11-27T17:59:50Z 4.00 1 1\n"
+                   "2026-11-27T18:00:10Z 6.00 1 1\n")
     rows = {(r["pipeline"], r["mode"]): r for r in summarise(tmp_path, log)}
     assert rows[("sPS", ADAPTIVE)]["over_static"] == pytest.approx(1.3)
     assert rows[("RIsPS", ADAPTIVE)]["over_static"] == pytest.approx(0.9)
     assert rows[("RIsPS", ADAPTIVE)]["load1_mean"] == pytest.approx(2.0)
+    assert rows[("sPS", ADAPTIVE)]["load1_mean"] == pytest.approx(5.0)
