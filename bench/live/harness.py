@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from confluent_kafka import TopicPartition
 
 import config
 from bench.live import calc
-from bench.reap import reap
+from bench.reap import reap, stop_group
 from config import TOPICS
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
@@ -93,14 +92,7 @@ class Processes:
         """SIGTERM the process group, then SIGKILL what is left, then (after ``reap_grace``)
         the process's descendants outside its group; the exit code."""
         p = proc.popen
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(grace)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)  # the JVM and Python workers of `geops app`
-        p.wait()
+        stop_group(p, grace)  # the JVM and Python workers of `geops app`
         reap(proc.marker, reap_grace)  # PySpark's daemon and workers, in a group of their own
         if proc in self.procs:
             self.procs.remove(proc)

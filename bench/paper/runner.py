@@ -8,10 +8,8 @@ logs are kept beside the run's data.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +21,7 @@ import numpy as np
 
 import config
 from bench.paper.plan import RunSpec
-from bench.reap import reap
+from bench.reap import reap, stop_group
 from geops.model import Publications
 from geops.workload import Workload
 from kafkaio import broker
@@ -126,26 +124,15 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
                     raise RunFailed(f"{spec.run_id}: the app did not finish within "
                                     f"{timeout:.0f} s; see {state / 'app.log'}") from None
                 finally:
-                    _stop(app)  # on a timeout or an interrupt too: it runs in its own session
+                    stop_group(app)  # on a timeout or an interrupt too: it runs in its own session
                 if code != 0:
                     raise RunFailed(f"{spec.run_id}: the app exited with {code}; see "
                                     f"{state / 'app.log'}")
             finally:
                 if dist is not None:
-                    _stop(dist)
+                    stop_group(dist)
         return collect(cfg)
     finally:
         reap(f"GEOPS_STATE_DIR={state}\0".encode())
         broker.stop(state)
 
-
-def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """SIGTERM a process group, then SIGKILL what is left (the JVM of `geops app` included)."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their parent
-    proc.wait()
