@@ -12,6 +12,7 @@ import pytest
 
 from bench.paper.plan import MODES
 from bench.paper.rows import write_csv
+from bench.reap import stop_group
 
 PIPELINES = ("sPS", "sPIS")
 SKEWS = (0.5, 0.7, 0.9)
@@ -128,14 +129,34 @@ def make_results():
 def run_geops_bench(tmp_path: Path, *argv: str, timeout: float = 300
                     ) -> tuple[subprocess.CompletedProcess, Path, Path]:
     """``geops bench ARGV --out OUT --workdir WORK`` in a subprocess under ``tmp_path``: the
-    finished process (which must have succeeded), OUT and WORK."""
+    finished process (which must have succeeded), OUT and WORK. A run past ``timeout`` is
+    stopped as a user would (SIGTERM, so it ends what it started) and the test fails with the
+    tail of its progress and of the logs in WORK, to say where it stood."""
     out, work = tmp_path / "out", tmp_path / "work"
-    result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "bench", *argv, "--out", str(out), "--workdir",
-         str(work)], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "GEOPS_STATE_DIR": str(tmp_path / "state")})
+    args = [sys.executable, "-m", "cli.main", "bench", *argv, "--out", str(out), "--workdir",
+            str(work)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            env={**os.environ, "GEOPS_STATE_DIR": str(tmp_path / "state")})
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(proc, grace=60)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"geops bench {argv[0]} ran past {timeout:.0f} s; its progress:\n"
+                    f"{stderr[-4000:]}\n{_log_tails(work)}")
+    result = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     assert result.returncode == 0, result.stderr[-4000:]
     return result, out, work
+
+
+def _log_tails(work: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of every log under ``work``."""
+    tails = []
+    for log in sorted(work.rglob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.relative_to(work)}\n" + "\n".join(text))
+    return "\n".join(tails)
 
 
 def assert_nothing_left(work: Path) -> None:
