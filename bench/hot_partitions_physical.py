@@ -21,12 +21,12 @@ average over each mode's streaming time. Prints the table.
 
 from __future__ import annotations
 
-import calendar
 import re
 import statistics
 import sys
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +44,23 @@ def _hot(run_id: str) -> int | None:
 
 def read_load(path: Path, day_ms: int) -> list[tuple[int, float]]:
     """(ms since the epoch, 1-minute load average) of each line of a load log: a line stamped
-    ``HH:MM:SS`` is of the UTC day that starts at ``day_ms``, one stamped with its date
-    (``YYYY-MM-DDTHH:MM:SSZ``) of that date, so a log may run past midnight."""
+    ``HH:MM:SS`` is of the UTC day that starts at ``day_ms``, one stamped with its date (ISO
+    8601, ``YYYY-MM-DDTHH:MM:SSZ`` or with an offset as ``date -Is`` writes it) of that date,
+    so a log may run past midnight."""
     points = []
     for line in Path(path).read_text().splitlines():
         parts = line.split()
-        if len(parts) >= 2:
-            date, _, clock = parts[0].rstrip("Z").rpartition("T")
-            h, m, sec = (int(x) for x in clock.split(":"))
-            day = (calendar.timegm(time.strptime(date, "%Y-%m-%d")) * 1000 if date
-                   else day_ms)
-            points.append((day + ((h * 60 + m) * 60 + sec) * 1000, float(parts[1])))
+        if len(parts) < 2:
+            continue
+        if "T" in parts[0]:
+            stamp = datetime.fromisoformat(parts[0])
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=UTC)
+            ms = round(stamp.timestamp() * 1000)
+        else:
+            h, m, sec = (int(x) for x in parts[0].split(":"))
+            ms = day_ms + ((h * 60 + m) * 60 + sec) * 1000
+        points.append((ms, float(parts[1])))
     return points
 
 

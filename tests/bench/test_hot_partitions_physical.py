@@ -47,7 +47,8 @@ def test_ratios_pair_repeats_and_replicas_come_from_the_last_batch(tmp_path: Pat
 
 def test_pipelines_are_points_of_their_own_and_iso_load_logs_are_read(tmp_path: Path) -> None:
     """The same mode, skew and repeat on two pipelines are two points (each against its own
-    Static STAL), and a load log stamped ``YYYY-MM-DDTHH:MM:SSZ`` gives the load over a run."""
+    Static STAL), and a load log stamped ``YYYY-MM-DDTHH:MM:SSZ`` or with an offset (``date
+    -Is``) gives the load over a run."""
     thr = {("sPS", "Static STAL"): 100.0, ("sPS", ADAPTIVE): 130.0,
            ("RIsPS", "Static STAL"): 1000.0, ("RIsPS", ADAPTIVE): 900.0}
     start = 1_795_716_000_000  # 2026-11-26T18:00:00Z
@@ -63,7 +64,7 @@ def test_pipelines_are_points_of_their_own_and_iso_load_logs_are_read(tmp_path: 
     log = tmp_path / "load.log"
     log.write_text("2026-11-26T18:00:30Z 9.00 1 1\n2026-11-26T18:01:30Z 2.00 1 1\n"
                    "2026-11-26T18:02:30Z 9.00 1 1\n2026-11-27T17:59:50Z 4.00 1 1\n"
-                   "2026-11-27T18:00:10Z 6.00 1 1\n")
+                   "2026-11-27T19:00:10+01:00 6.00 1 1\n")  # 18:00:10Z
     rows = {(r["pipeline"], r["mode"]): r for r in summarise(tmp_path, log)}
     assert rows[("sPS", ADAPTIVE)]["over_static"] == pytest.approx(1.3)
     assert rows[("RIsPS", ADAPTIVE)]["over_static"] == pytest.approx(0.9)
