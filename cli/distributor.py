@@ -14,13 +14,14 @@ from cli.common import settings
 
 EPILOG = """\
 Reads the app's PartitionLoad and BatchSummary records from the metrics topic (only those
-produced after it started), writes one DistributorStatus per period to the status topic and,
-in dynamic mode, a RebalanceCommand to the control topic when all four conditions hold:
-MLDC > --threshold, at least --min-items items under the assignment in force, no change in
-the last --wait-periods periods, and an improvement of more than --min-improvement. On start it
-recovers the epoch in force from the control topic, so epochs only grow. With --mode adaptive
-it decides after every batch of the app instead, from a cost model (the predicted saving over
-the load pattern's expected lifetime against the learnt cost of the move; distributor/README.md).
+produced after it started) and writes what it decides, and why, to the status topic. In mode
+adaptive (the default) it judges after every batch of the app and writes a RebalanceCommand to
+the control topic when the saving predicted over the load pattern's expected lifetime pays for
+the learnt cost of the move (distributor/README.md). In mode dynamic (the paper's) it judges
+every --period and commands when all four of Table 1's conditions hold: MLDC > --threshold, at
+least --min-items items under the assignment in force, no change in the last --wait-periods
+periods, and an improvement of more than --min-improvement. On start it recovers the epoch in
+force from the control topic, so epochs only grow.
 If the app does not report a commanded epoch within --resync-periods periods, it goes back to
 the epoch and assignment the app reports (decision `resync`).
 

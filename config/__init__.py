@@ -261,8 +261,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.metric", "distributor", "GEOPS_DISTRIBUTOR_METRIC", "--metric", _str,
             "load metric: LB (processing time) or DB (item counts)", choices=METRICS.names),
     Setting("distributor.mode", "distributor", "GEOPS_DISTRIBUTOR_MODE", "--mode", _str,
-            "dynamic commands rebalances (Table 1); observe only reports; adaptive commands "
-            "them when the predicted saving pays for the move",
+            "adaptive (the default) commands rebalances when the predicted saving pays for "
+            "the move; dynamic by the paper's Table 1; observe only reports",
             choices=DISTRIBUTOR_MODES.names),
     Setting("distributor.policy", "distributor", "GEOPS_DISTRIBUTOR_POLICY", "--policy", _str,
             "redistribution policy", choices=POLICIES.names),

@@ -2,7 +2,7 @@
 
 A Kafka loop (or a trace replay) drives it::
 
-    engine = Engine(Params(), make_policy("greedy"))
+    engine = Engine(Params(mode="dynamic"), make_policy("greedy"))
     engine.restore(cmd["epoch"], cmd["assignment"], cmd["replicas"])  # latest command, if any
     ... for each metrics record: engine.observe_batch(r) / engine.observe_load(r)
     ... every D seconds: result = engine.end_period(now_ms)

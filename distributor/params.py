@@ -24,7 +24,8 @@ DEFAULTS = config.defaults()["distributor"]
 
 @dataclass(frozen=True)
 class Params:
-    """Table 1 defaults; ``metric`` LB = processing time, DB = item counts."""
+    """Table 1's values (mode dynamic uses them) and mode adaptive, as configured by default;
+    ``metric`` LB = processing time, DB = item counts."""
 
     metric: str = DEFAULTS["metric"]
     mode: str = DEFAULTS["mode"]
@@ -65,8 +66,8 @@ class Params:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"resync_periods must be an integer >= 1, got {value!r}")
         if self.mode == "adaptive" and self.metric != "LB":
-            raise ValueError("mode adaptive decides on processing time: it needs metric LB, "
-                             f"got {self.metric!r}")
+            raise ValueError("mode adaptive (the default) decides on processing time: it needs "
+                             f"metric LB, got {self.metric!r}; mode dynamic (Table 1) takes DB")
         if not 0 < self.stability_tolerance <= 1:
             raise ValueError(f"stability_tolerance must be in (0, 1], got "
                              f"{self.stability_tolerance!r}")

@@ -40,9 +40,11 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
            period_ms: int = 10_000, app_id: str = "replay") -> ReplayResult:
     """Run ``items[k][p]`` (and ``processing_ns[k][p]``, needed for LB) period by period.
 
-    Starts from the initial assignment at epoch 0 with P = ``len(items[0])``.
+    Starts from the initial assignment at epoch 0 with P = ``len(items[0])``. Without
+    ``params``, the Table 1 distributor (mode dynamic): mode adaptive is asked after every
+    batch, which a replay by period does not do.
     """
-    params = params or Params()
+    params = params or Params(mode="dynamic")
     if params.metric == "LB" and processing_ns is None:
         raise ValueError("metric LB needs processing_ns")
     if processing_ns is not None and len(processing_ns) != len(items):

@@ -62,12 +62,18 @@ KAFKA_ERROR = "kafka error"
 def build_engine(cfg: Config) -> Engine:
     """The engine of the ``[distributor]`` settings; ConfigError naming the flag when bad."""
     settings = cfg["distributor"]
-    for param in fields(Params):
+    for param in fields(Params):  # each value on its own, in a mode that takes every metric
         if param.name in settings:
             try:
-                Params(**{param.name: settings[param.name]})
+                Params(**{"mode": "dynamic", param.name: settings[param.name]})
             except ValueError as exc:
                 raise _config_error(f"distributor.{param.name}", str(exc)) from None
+    try:  # then together: mode adaptive needs metric LB
+        Params.from_settings(settings)
+    except ValueError as exc:
+        raise _config_error("distributor.metric", f"{settings['metric']} with "
+                            f"{BY_PATH['distributor.mode'].flag} {settings['mode']}: {exc}"
+                            ) from None
     if settings["period"] <= 0:
         raise _config_error("distributor.period", f"must be positive, got {settings['period']}")
     return Engine.from_settings(settings, app_id=cfg["app.app_id"])

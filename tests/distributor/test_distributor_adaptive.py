@@ -313,6 +313,6 @@ def test_adaptive_needs_the_lb_metric_and_sane_tunables():
 
 
 def test_the_other_modes_ignore_the_adaptive_model():
-    engine = Engine(Params(), GreedyPolicy(), app_id=APP)
+    engine = Engine(Params(mode="dynamic"), GreedyPolicy(), app_id=APP)
     play([skew(0.5)] * 2, engine=engine)
     assert not engine.adaptive and not engine.decision_due

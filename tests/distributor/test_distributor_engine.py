@@ -1,6 +1,7 @@
 """The engine the service drives: input checks, periods, epochs, conditions, modes, records."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from schemas.assignment import initial_assignment, moves_between
 from schemas.codec import SCHEMA_DIR, codec
 
 APP = "app-1"
-DB = Params(metric="DB")  # item counts: loads are easy to read in the tests
+DB = Params(mode="dynamic", metric="DB")  # item counts: loads are easy to read in the tests
 SKEW = [400, 400, 100, 100]  # under the initial assignment [0, 0, 1, 1]: 80% on worker 0
 
 
@@ -114,7 +115,7 @@ def test_after_a_command_it_waits_for_the_apps_new_epoch_and_never_mixes_old_loa
 
 
 def test_cool_down_counts_periods_including_waiting_ones():
-    engine = new_engine(Params(metric="DB", wait_periods=3, min_items=0))
+    engine = new_engine(Params(mode="dynamic", metric="DB", wait_periods=3, min_items=0))
     report(engine, SKEW)
     assert engine.end_period(1).command is not None          # period 0: command epoch 1
     decisions = []
@@ -129,7 +130,7 @@ def test_cool_down_counts_periods_including_waiting_ones():
 
 
 def test_epochs_strictly_increase_over_many_commands():
-    engine = new_engine(Params(metric="DB", wait_periods=0, min_items=0))
+    engine = new_engine(Params(mode="dynamic", metric="DB", wait_periods=0, min_items=0))
     epochs = []
     for period in range(12):
         report(engine, skewed_for(engine.assignment, hot=period % 2), batch=period)
@@ -142,10 +143,10 @@ def test_epochs_strictly_increase_over_many_commands():
 # -- each condition blocks on its own, in the engine ---------------------------------------------
 
 @pytest.mark.parametrize(("params", "restore", "failed"), [
-    (Params(metric="DB", threshold=0.7), False, "over_threshold"),       # MLDC is 0.6
-    (Params(metric="DB", min_items=1001), False, "enough_items"),        # 1000 items seen
-    (Params(metric="DB"), True, "cooled_down"),                          # restored just now
-    (Params(metric="DB", min_improvement=0.6), False, "improves_enough"),  # 0.6 -> 0.0
+    (replace(DB, threshold=0.7), False, "over_threshold"),         # MLDC is 0.6
+    (replace(DB, min_items=1001), False, "enough_items"),          # 1000 items seen
+    (DB, True, "cooled_down"),                                     # restored just now
+    (replace(DB, min_improvement=0.6), False, "improves_enough"),  # 0.6 -> 0.0
 ])
 def test_each_condition_blocks_the_engine_on_its_own(params, restore, failed):
     engine = new_engine(params)
@@ -174,7 +175,7 @@ def test_observe_mode_reports_but_never_commands():
 
 
 def test_lb_metric_uses_processing_time():
-    engine = new_engine(Params(metric="LB"))
+    engine = new_engine(Params(mode="dynamic", metric="LB"))
     for p, w in enumerate(initial_assignment(4, 2)):
         engine.observe_load(load(p, w, items=1000, ns=[10, 10, 10, 70][p]))
     status = engine.end_period(1).status
@@ -185,7 +186,7 @@ def test_lb_metric_uses_processing_time():
 def test_static_bytes_steer_which_equal_partition_moves():
     loads = [200, 200, 200, 100, 50, 0]    # 600/150: moving any one 200 gives 400/350
     for static_bytes, moved in (([0] * 6, 0), ([5000, 10, 3000, 0, 0, 0], 1)):
-        engine = Engine(Params(metric="DB", min_items=0), app_id=APP)
+        engine = Engine(Params(mode="dynamic", metric="DB", min_items=0), app_id=APP)
         engine.observe_batch(summary(6, 2))
         for p, w in enumerate(initial_assignment(6, 2)):
             engine.observe_load(load(p, w, items=loads[p], static_bytes=static_bytes[p]))
@@ -214,7 +215,7 @@ def test_restore_from_the_control_topic_waits_and_continues_the_epochs():
 
 
 def test_restart_without_control_topic_adopts_the_apps_epoch_and_never_reuses_it():
-    engine = new_engine(Params(metric="DB", wait_periods=0))
+    engine = new_engine(Params(mode="dynamic", metric="DB", wait_periods=0))
     running = [1, 1, 0, 0]   # what some earlier distributor commanded as epoch 7
     # the app reports epoch 7; only three partitions so far: the assignment is not known
     for p in range(3):
@@ -292,7 +293,7 @@ def test_held_loads_are_bounded(monkeypatch):
 # -- the first period ends once M items are in (unless first_period = full) ---------------------
 
 def test_first_period_is_due_once_m_items_are_in():
-    engine = new_engine(Params(metric="DB", min_items=1000))
+    engine = new_engine(Params(mode="dynamic", metric="DB", min_items=1000))
     assert not engine.first_period_due
     report(engine, SKEW)                                 # 1,000 items: exactly M
     assert engine.first_period_due
@@ -301,10 +302,10 @@ def test_first_period_is_due_once_m_items_are_in():
 
 
 def test_first_period_is_not_due_before_m_items_nor_when_full():
-    engine = new_engine(Params(metric="DB", min_items=1001))
+    engine = new_engine(Params(mode="dynamic", metric="DB", min_items=1001))
     report(engine, SKEW)
     assert not engine.first_period_due
-    full = new_engine(Params(metric="DB", first_period="full"))
+    full = new_engine(Params(mode="dynamic", metric="DB", first_period="full"))
     report(full, SKEW)
     assert not full.first_period_due
 

@@ -58,24 +58,25 @@ def test_paper_scale_sixteen_workers_three_hot():
 
 def test_db_metric_needs_only_item_counts_and_lb_needs_times():
     items, _ = skewed_trace(10, 8, 2, hot_workers=1, hot_share=0.8)
-    result = replay(items, workers=2, params=Params(metric="DB"), policy=GreedyPolicy())
+    result = replay(items, workers=2, params=Params(mode="dynamic", metric="DB"),
+                    policy=GreedyPolicy())
     assert len(result.commands) == 1 and result.commands[0]["metric"] == "DB"
     with pytest.raises(ValueError, match="LB needs processing_ns"):
         replay(items, workers=2)
 
 
 def test_replay_checks_its_trace():
-    assert replay([], workers=2, params=Params(metric="DB")).statuses == []
+    assert replay([], workers=2, params=Params(mode="dynamic", metric="DB")).statuses == []
     with pytest.raises(ValueError, match="period 1 has 3 partitions"):
-        replay([[1, 2, 3, 4], [1, 2, 3]], workers=2, params=Params(metric="DB"))
+        replay([[1, 2, 3, 4], [1, 2, 3]], workers=2, params=Params(mode="dynamic", metric="DB"))
     with pytest.raises(ValueError, match="period 0, partition 0: malformed"):
-        replay([[-1, 2]], workers=2, params=Params(metric="DB"))
+        replay([[-1, 2]], workers=2, params=Params(mode="dynamic", metric="DB"))
 
 
 def test_a_trickle_at_the_end_of_a_stream_does_not_trigger_a_second_rebalance():
     """M applies to the period judged: a 4-item period after a balanced epoch is not evidence."""
     skew = [100] * 4 + [10] * 4
     result = replay([skew] * 7 + [[0, 3, 1, 0, 0, 0, 0, 0]], workers=2,
-                    params=Params(metric="DB", min_items=400, wait_periods=2))
+                    params=Params(mode="dynamic", metric="DB", min_items=400, wait_periods=2))
     assert len(result.commands) == 1
     assert result.statuses[-1]["enough_items"] is False

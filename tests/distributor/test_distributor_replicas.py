@@ -12,7 +12,7 @@ from schemas.assignment import command_for, owners_of
 from schemas.codec import codec
 
 APP = "app-r"
-DB = Params(metric="DB")
+DB = Params(mode="dynamic", metric="DB")
 
 
 def load(partition, worker, *, epoch=0, batch=0, items=100):
@@ -83,7 +83,7 @@ def test_replicate_commands_replicas_that_the_app_accepts():
 
 
 def test_the_replicated_epoch_is_judged_with_split_loads_and_replicas_drop_when_cold():
-    params = Params(metric="DB", wait_periods=1)
+    params = Params(mode="dynamic", metric="DB", wait_periods=1)
     engine = Engine(params, ReplicatePolicy(), app_id=APP)
     start = [(0,), (1,), (2,), (3,), (0,), (1,), (2,), (3,)]
     play(engine, start, [2400, 100, 100, 100, 100, 100, 100, 100])

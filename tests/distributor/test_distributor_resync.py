@@ -43,7 +43,7 @@ def encodes(status):
 
 
 def engine_with(**params):
-    return Engine(Params(metric="DB", **params), GreedyPolicy(), app_id=APP)
+    return Engine(Params(mode="dynamic", metric="DB", **params), GreedyPolicy(), app_id=APP)
 
 
 # -- a forged command the app rejects ---------------------------------------------------------

@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+import config
 import distributor.service as service_module
 from cli.main import main
-from distributor.service import Service
+from config import ConfigError
+from distributor.service import Service, build_engine
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
@@ -33,8 +35,8 @@ pytestmark = pytest.mark.integration
 
 APP = "geops"  # the configured default app id
 P, W = 8, 2
-FAST = {"distributor.metric": "DB", "distributor.period": "0.3s", "distributor.min_items": "0",
-        "distributor.wait_periods": "1"}
+FAST = {"distributor.mode": "dynamic", "distributor.metric": "DB", "distributor.period": "0.3s",
+        "distributor.min_items": "0", "distributor.wait_periods": "1"}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -288,6 +290,7 @@ def test_missing_topics_and_unreachable_kafka_fail_with_exit_code_1(kafka_cfg, c
     (["--policy", "roundrobin"], "--policy"),
     (["--metric", "XB"], "--metric"),
     (["--mode", "off"], "--mode"),
+    (["--metric", "DB"], "--metric"),  # the default mode, adaptive, decides on processing time
     (["--wait-periods", "two"], "--wait-periods"),
     (["--stop-after-idle=-1s"], "--stop-after-idle"),
 ])
@@ -297,13 +300,23 @@ def test_cli_rejects_bad_values_naming_the_flag(argv, flag, geops_env, capsys):
     assert err.startswith(f"geops distributor: {flag} (distributor.")
 
 
+def test_item_counts_need_mode_dynamic():
+    cfg = config.load(environ={})
+    assert cfg["distributor.mode"] == "adaptive"
+    assert build_engine(cfg.with_overrides({"distributor.mode": "dynamic",
+                                            "distributor.metric": "DB"})).params.metric == "DB"
+    with pytest.raises(ConfigError, match=r"--metric \(distributor.metric\): DB with --mode "
+                                          r"adaptive: .*mode dynamic \(Table 1\) takes DB"):
+        build_engine(cfg.with_overrides({"distributor.metric": "DB"}))
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_cli_stops_cleanly_on_a_signal(signum, kafka_cfg, geops_env):
     create_topics(kafka_cfg)
     env = {**os.environ, **geops_env, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "cli", "distributor", "--app-id", "demo",
-                             "--period", "0.2s"], cwd=REPO, env=env, stderr=subprocess.PIPE,
-                            text=True)
+                             "--mode", "dynamic", "--period", "0.2s"], cwd=REPO, env=env,
+                            stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     started = threading.Event()
 

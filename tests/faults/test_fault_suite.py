@@ -90,8 +90,9 @@ def test_live_stream_survives_every_fault(own_broker, tmp_path, monkeypatch):
     penv = {**os.environ, **env}
     logs = tmp_path / "logs"
     logs.mkdir()
-    dist = Proc("distributor", ["distributor", "--period", "3s", "--min-items", "300",
-                                "--wait-periods", "1", "--resync-periods", "3"], penv, logs)
+    dist = Proc("distributor", ["distributor", "--mode", "dynamic", "--period", "3s",
+                                "--min-items", "300", "--wait-periods", "1",
+                                "--resync-periods", "3"], penv, logs)
     app = Proc("app", ["app", "--master", "local[2]", "--workers", "2", "--strategy", "sPIS",
                        "--partitions", "16", "--trigger", "200ms",
                        "--max-records-per-trigger", "300"], penv, logs)
