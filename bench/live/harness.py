@@ -28,6 +28,7 @@ import config
 from bench.live import calc
 from bench.reap import reap, stop_group
 from config import TOPICS
+from config.embedded import pid_alive, record_file
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
 from kafkaio.offsets import EndOffsets, read_to_end
@@ -102,6 +103,14 @@ class Processes:
         info, _ = broker.start(state, port=0)
         self.broker_state, self.broker_pid = state, info.pid
         return info.address
+
+    def check_broker(self) -> None:
+        """BenchFailed, pointing at its log, when the broker this benchmark started is gone:
+        every client would otherwise retry up to the outage limit before anything failed."""
+        pid, state = self.broker_pid, self.broker_state
+        if pid is not None and state is not None and not pid_alive(pid):
+            raise BenchFailed(f"the embedded broker (pid {pid}) exited; see "
+                              f"{record_file(state).parent / 'broker.log'}")
 
     def stop_all(self) -> None:
         for proc in reversed(list(self.procs)):
@@ -480,6 +489,7 @@ class Session:
             time.sleep(0.5)
 
     def check_alive(self) -> None:
+        self.procs.check_broker()
         for proc in (self.app, self.distributor):
             if proc is not None and proc.popen.poll() is not None:
                 raise BenchFailed(f"{proc.name} exited with {proc.popen.returncode}; "

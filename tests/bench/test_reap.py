@@ -4,11 +4,15 @@ PySpark's daemon and workers do (``bench.reap``, ``bench.live.harness.Processes`
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
-from bench.live.harness import Processes
+import pytest
+
+from bench.live.harness import BenchFailed, Processes
 from bench.reap import reap, with_environ
+from config.embedded import pid_alive
 
 SPAWN = """
 import subprocess, sys, time
@@ -43,3 +47,21 @@ def test_stop_ends_a_descendant_in_a_session_of_its_own(tmp_path):
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.integration
+def test_a_broker_gone_fails_the_benchmark_at_once_naming_its_log(tmp_path):
+    """A benchmark whose embedded broker dies stops at its next check instead of waiting out
+    the clients' outage limit (its drain and warm-up waits are minutes long)."""
+    procs = Processes()
+    procs.start_broker(tmp_path / "state")
+    try:
+        procs.check_broker()  # running: nothing to say
+        os.kill(procs.broker_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(procs.broker_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(BenchFailed, match=r"broker \(pid \d+\) exited; see .*broker\.log"):
+            procs.check_broker()
+    finally:
+        procs.stop_all()
