@@ -116,6 +116,11 @@ def _ready(address: str, timeout: float) -> bool:
         return False
 
 
+def log_file(state_dir: Path) -> Path:
+    """Where the broker of this state directory writes its output."""
+    return record_file(state_dir).parent / "broker.log"
+
+
 def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[BrokerInfo, bool]:
     """Start the broker unless this state directory's broker already runs.
 
@@ -136,11 +141,10 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[Bro
             f"--port (e.g. --port 0 for any free port) or stop what listens there"
         )
     binary = broker_binary()
-    folder = record_file(state_dir).parent
-    log_path = folder / "broker.log"
+    log_path = log_file(state_dir)
     url = f"tcp://{LISTEN_HOST}:{port}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab")  # noqa: SIM115 - closed below, once the child has it
     except OSError as exc:
         raise _unusable(state_dir, exc) from None

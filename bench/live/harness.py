@@ -28,7 +28,6 @@ import config
 from bench.live import calc
 from bench.reap import reap, stop_group
 from config import TOPICS
-from config.embedded import pid_alive, record_file
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
 from kafkaio.offsets import EndOffsets, read_to_end
@@ -107,10 +106,9 @@ class Processes:
     def check_broker(self) -> None:
         """BenchFailed, pointing at its log, when the broker this benchmark started is gone:
         every client would otherwise retry up to the outage limit before anything failed."""
-        pid, state = self.broker_pid, self.broker_state
-        if pid is not None and state is not None and not pid_alive(pid):
-            raise BenchFailed(f"the embedded broker (pid {pid}) exited; see "
-                              f"{record_file(state).parent / 'broker.log'}")
+        if self.broker_state is not None and broker.status(self.broker_state) is None:
+            raise BenchFailed(f"the embedded broker (pid {self.broker_pid}) exited; see "
+                              f"{broker.log_file(self.broker_state)}")
 
     def stop_all(self) -> None:
         for proc in reversed(list(self.procs)):
