@@ -7,7 +7,9 @@ Spark's fixed cost per batch dominates and balancing would save under 10 % of a 
 the adaptive mode rightly leaves alone). It must get exactly one rebalance, decided from the
 cost model within a few batches of the start, after which the app runs the new epoch and the
 distributor, judging every batch, commands nothing more; no publication is lost. The
-distributor runs in a thread, the app in this process, as in ``test_service_app``.
+distributor runs in a thread in its default mode, the app in this process, as in
+``test_service_app``; a producer writes the stream while both run, faster than the app takes it,
+so batches are full (``PER_TRIGGER``) as the cost model needs, and the move lands mid-stream.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import pytest
 from distributor.service import Service
 from geops.workload import SkewSpec, generate_workload
 from kafkaio.dump import by_schema
-from tests.app.conftest import Workload, load, matches, metrics, run_app
+from tests.app.conftest import Workload, matches, metrics, run_app
+from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 from tests.distributor.test_service import running
 from tests.distributor.test_service_app import hot_share
 
@@ -25,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 APP = "geops"
 PER_TRIGGER = 1200
+RATE = 1500  # publications/s written live: more than the app takes at these batches
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +41,18 @@ def skewed() -> Workload:
 
 
 def test_adaptive_rebalances_a_skewed_stream_once_and_then_holds(skewed, kafka_cfg):
-    load(kafka_cfg.with_overrides({"topics.publications.partitions": "1"}), skewed)
-    # a smaller dead band than the default 10 %, so that a loaded machine (Spark's fixed cost
-    # per batch grows, the join's share shrinks) does not make the test flaky
-    service = Service(kafka_cfg.with_overrides({"distributor.mode": "adaptive",
-                                                "distributor.min_saving": "0.05"}))
+    load_subscriptions_only(kafka_cfg.with_overrides({"topics.publications.partitions": "1"}),
+                            skewed.subs)
+    # the default mode (adaptive) with a smaller dead band than the default 10 %, so that a
+    # loaded machine (Spark's fixed cost per batch grows, the join's share shrinks) does not
+    # make the test flaky
+    service = Service(kafka_cfg.with_overrides({"distributor.min_saving": "0.05"}))
+    producer = LiveProducer(kafka_cfg, skewed.pubs, [Phase(len(skewed.pubs), rate=RATE)])
     with running(service):
-        assert run_app("--strategy", "sPS", "--partitions", "16",
+        producer.start()
+        assert run_app("--strategy", "sPS", "--partitions", "16", "--stop-after-idle", "5s",
                        "--max-records-per-trigger", str(PER_TRIGGER)) == 0
+    producer.join()
     m = metrics(kafka_cfg)
     assert hot_share([r for r in m["PartitionLoad"] if r["epoch"] == 0]) >= 0.75
 
@@ -56,6 +64,7 @@ def test_adaptive_rebalances_a_skewed_stream_once_and_then_holds(skewed, kafka_c
     assert move["epoch"] == 1
     summaries = m["BatchSummary"]
     assert move["batch_id"] <= 12   # decided within a few batches of the start
+    assert move["time"] < producer.finished_at * 1000, "the move came after the live stream"
 
     statuses = by_schema(kafka_cfg.kafka_client(),
                          kafka_cfg.topic("status"))["DistributorStatus"]
@@ -68,7 +77,9 @@ def test_adaptive_rebalances_a_skewed_stream_once_and_then_holds(skewed, kafka_c
     rebalance = next(s for s in statuses if s["decision"] == "rebalance")
     print(f"\nadaptive: command at status {rebalance['period']} of {len(statuses)}, applied "
           f"from batch {move['batch_id']} of {len(summaries)} ({len(move['partitions_moved'])} "
-          f"partitions, {move['bytes'] / 1e6:.2f} MB in {move['duration_ms']:.0f} ms); "
+          f"partitions, {move['bytes'] / 1e6:.2f} MB in {move['duration_ms']:.0f} ms, "
+          f"{(producer.finished_at * 1000 - move['time']) / 1000:.1f} s before the producer "
+          f"finished); "
           f"why: {rebalance['reason']}\nlast: {after[-1]['reason']}")
     # nothing lost: every publication read once, and none matched twice
     assert sum(s["records"] for s in summaries) == len(skewed.pubs)
