@@ -95,9 +95,10 @@ def _decode(name: str, values: Sequence[bytes | None], symbols: list[str] | None
         ok[cand[~(seen == header[None, :]).all(axis=1)]] = False
     ids, pos, ok = _varints(buf, start + HEADER_LEN, end, ok)
     wkb_len, wkb_start, ok = _varints(buf, pos, end, ok)
-    ok &= wkb_len >= 0
+    # compared with the bytes left, not added to the start first: a damaged length near 2**63
+    # would wrap the sum around to a negative position
+    ok &= (wkb_len >= 0) & (wkb_len <= end - wkb_start)
     wkb_end = wkb_start + np.where(ok, wkb_len, 0)
-    ok &= wkb_end <= end
     third, pos, ok = _varints(buf, wkb_end, end, ok)
     ok &= pos == end                   # trailing bytes: the codec names them
     if symbols is not None:
