@@ -64,7 +64,7 @@ def _damaged(name: str, items) -> list[bytes]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(PUBLICATION, st.sampled_from(["keep", "cut", "extend", "flip"]),
                           st.integers(0, 10_000), st.integers(0, 255)), max_size=30))
-# found by CI: a flipped byte made the geometry's length ~2**63, whose end wrapped negative
+# found in a full test run: a flipped byte made the geometry's length ~2**63 (end wrapped)
 @example([({"id": 64, "geometry": b"", "event_time": 9_223_372_036_854_775_785}, "flip", 103,
            128)])
 def test_damaged_records_fail_as_the_codec_says(items):
