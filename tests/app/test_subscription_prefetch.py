@@ -89,6 +89,10 @@ def test_a_slow_answer_spaces_the_looks_out_and_changes_still_arrive(kafka_cfg, 
         while ahead.ahead().get(0, 0) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [m.offset() for m in ahead.take({0: 0}, {0: 5})] == list(range(5))
+        # enough looks to judge their spacing, however slow the broker answers on a busy machine
+        deadline = time.monotonic() + 15
+        while len(asked) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         ahead.close()
         feed.close()
