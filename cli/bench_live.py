@@ -29,12 +29,11 @@ starts is stopped at the end, also on Ctrl-C or a failure.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
 import config
-from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int
+from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int, sigterm_as_interrupt
 from cli.progress import elapsed_log
 from config import choices
 
@@ -150,13 +149,11 @@ def run_bench(name: str, main, spec, exceptions: tuple[type[BaseException], ...]
     """Run ``main(spec, log)`` with SIGTERM as Ctrl-C (so everything started is stopped);
     ``exceptions`` become a failed command."""
     log = elapsed_log(f"geops bench {name}")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        main(spec, log)
+        with sigterm_as_interrupt():
+            main(spec, log)
     except exceptions as exc:
         raise CommandError(str(exc), EXIT_FAILED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -168,10 +165,6 @@ def duration(text: str, flag: str) -> float:
     if value <= 0:
         raise CommandError(f"{flag} must be positive, got {text!r}", EXIT_USAGE)
     return value
-
-
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def build_spec(args: argparse.Namespace):

@@ -9,11 +9,10 @@ the harness produced every file it should.
 from __future__ import annotations
 
 import argparse
-import signal
 from pathlib import Path
 
 import config
-from cli.common import CommandError, settings
+from cli.common import CommandError, settings, sigterm_as_interrupt
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 
@@ -108,19 +107,12 @@ def _hot_spots(args: argparse.Namespace) -> tuple[tuple[int, float], ...]:
     return tuple((args.hot_partitions, s) for s in skews)
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def _paper(args: argparse.Namespace) -> int:
     # A SIGTERM stops the harness as Ctrl-C does: the run in progress stops its app, distributor
     # and broker (each in a session of its own, so no signal reaches them otherwise) and is run
     # again when the same command resumes.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with sigterm_as_interrupt():
         return _run_paper(args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_paper(args: argparse.Namespace) -> int:

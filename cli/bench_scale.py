@@ -4,11 +4,16 @@ memory and a move's redistribution time with 10k .. 1M subscriptions (issue 26 i
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-from cli.common import CommandError, duration_text, memory_size, positive_int
+from cli.common import (
+    CommandError,
+    duration_text,
+    memory_size,
+    positive_int,
+    sigterm_as_interrupt,
+)
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 
@@ -107,16 +112,9 @@ def _scale(args: argparse.Namespace) -> int:
                      first_batch_timeout=args.first_batch_timeout, run_timeout=args.run_timeout,
                      reference=args.reference, memory_limit_mb=args.memory_limit)
     log = elapsed_log("geops bench scale")
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what it started, as on Ctrl-C
-    try:
+    with sigterm_as_interrupt():  # stop what it started, as on Ctrl-C
         rows = run_scale(spec, log)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     write_report(out, args.reference, " ".join(sys.argv), spec.workdir)
     if not any(r.get("status") == "ok" for r in rows):
         raise CommandError(f"no run succeeded; see the logs under {spec.workdir}", EXIT_FAILED)
     return 0
-
-
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)

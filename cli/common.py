@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+from collections.abc import Iterator
 
 import config
 from config import TOPICS, Config
@@ -83,3 +86,21 @@ def topic_name(cfg: Config, given: str) -> str:
     """A logical topic ('control', 'dead-letter') maps to its configured name; others as given."""
     logical = given.replace("-", "_")
     return cfg.topic(logical) if logical in TOPICS else given
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the block as Ctrl-C does (KeyboardInterrupt, so the ``finally`` blocks stop
+    what it started), once: further SIGTERMs are ignored while it stops. A second one (``timeout``
+    forwards its own SIGTERM to the command a ``pkill`` already reached) interrupted the
+    stopping and left the broker and the app running."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
