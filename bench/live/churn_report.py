@@ -167,6 +167,8 @@ def table(cells: Sequence[dict]) -> list[str]:
 def targets(cells: Sequence[dict]) -> list[str]:
     """One line per target, computed from the cells (no assertion)."""
     out = []
+    base = next((r for r in cells if (r["strategy"], r["join"], r["change_rate"])
+                 == ("sPIS", "STAL", 0.0)), None)
     for r in cells:
         if (r["strategy"], r["join"], r["change_rate"]) == ("sPIS", "STAL", 1000.0):
             for key, what in (("throughput_ratio", "processed publications/s"),
@@ -177,7 +179,8 @@ def targets(cells: Sequence[dict]) -> list[str]:
                     out.append(f"- 1,000 changes/s, sPIS STAL, {what}: {v:.3f} of 0 changes/s"
                                f" (target ≥ {1 - TARGET_COST:.2f}, a cost of at most "
                                f"{TARGET_COST:.0%}) → "
-                               f"**{'met' if v >= 1 - TARGET_COST else 'missed'}**")
+                               f"**{'met' if v >= 1 - TARGET_COST else 'missed'}**"
+                               + (_kept_up(base) if key == "throughput_ratio" else ""))
     for r in sorted(cells, key=lambda r: (r["strategy"], r["join"], r["change_rate"])):
         v = r.get("tte_p99_triggers")
         if v is not None:
@@ -186,6 +189,15 @@ def targets(cells: Sequence[dict]) -> list[str]:
                        f"{TARGET_TTE_TRIGGERS:g}) → "
                        f"**{'met' if v <= TARGET_TTE_TRIGGERS else 'missed'}**")
     return out
+
+
+def _kept_up(base: dict | None) -> str:
+    """What the processed ratio measures: throughput only if the app could not keep up."""
+    if base is None or base.get("processed_rate") is None:
+        return ""
+    return (f"; at 0 changes/s it processed {base['processed_rate']:,.0f} of "
+            f"{base['offered_rate']:,.0f} pub/s offered: the cost in throughput only where it "
+            f"could not keep up (offer more than it takes)")
 
 
 LEGEND = (

@@ -283,6 +283,9 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
     readme = (tmp_path / "README.md").read_text()
     assert "geops bench churn" in readme and "0.978 of 0 changes/s" in readme
     assert "**met**" in readme
+    # the throughput line says what the app did at 0 changes/s: a ratio of offered rates is
+    # no throughput
+    assert "it processed 900 of 900 pub/s offered: the cost in throughput only where" in readme
     with lzma.open(tmp_path / "effects_raw.csv.xz", "rt") as fh:
         assert len(list(csv.DictReader(fh))) == 4 * 90
 
