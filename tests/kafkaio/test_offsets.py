@@ -104,6 +104,55 @@ def test_end_offsets_while_a_producer_writes_fast(kafka_cfg):
     assert seen[-1] != seen[0]  # it followed the stream
 
 
+def test_list_offsets_only_checks_partitions_whose_fetch_answers_stand_still(kafka_cfg):
+    """ListOffsets waits behind the parked fetch (~200 ms on the embedded broker while producers
+    write): while the fetch answers move every partition's end, calls do not ask it; once the
+    producer stops, each call of a still partition past RELIST_EVERY asks it again (a paused
+    broker would leave the cache standing: that check finds it)."""
+    from kafkaio.offsets import RELIST_EVERY
+
+    create_topics(kafka_cfg, ["publications"])
+    topic = kafka_cfg.topic("publications")
+    stop = threading.Event()
+
+    def write() -> None:
+        sender = Sender(kafka_cfg.kafka_client(), rate=4_000)
+        i = 0
+        while not stop.is_set():
+            sender.send(topic, b"x" * 200, key=b"%d" % i, partition=i % 4)
+            i += 1
+        sender.flush()
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    probe = EndOffsets(kafka_cfg.kafka_client(), timeout=5)
+    asked: list[list[int]] = []
+    listed = probe.listed
+    probe.listed = lambda t, parts: (asked.append(list(parts)), listed(t, parts))[1]
+    try:
+        probe(topic)  # the first call asks for every partition
+        time.sleep(0.5)
+        asked.clear()
+        for _ in range(20):  # 6 s of a stream that moves every partition's end
+            probe(topic)
+            time.sleep(0.3)
+        moving = [a for a in asked if a]
+    finally:
+        stop.set()
+        thread.join(30)
+    time.sleep(0.5)
+    asked.clear()
+    for _ in range(8):  # 2.4 s with nothing written
+        probe(topic)
+        time.sleep(0.3)
+    probe.close()
+    still = [a for a in asked if a]
+    # (a partition whose end stood still for a second on a loaded machine: checked once)
+    assert len(moving) <= 1, moving  # checking every second: 5 or 6
+    assert len(still) >= 2 and all(sorted(a) == [0, 1, 2, 3] for a in still), still
+    assert RELIST_EVERY <= 1.0  # the check comes within about a second of the end standing
+
+
 def test_reads_deep_in_a_long_partition_are_answered(kafka_cfg):
     """The embedded broker gives up finding records when a fetch's wait runs out and answers
     empty; deep in a long partition that took longer than the range reader's 5 ms wait, so
