@@ -93,26 +93,21 @@ class LostRange:
 # creating and connecting a consumer costs far more than reading a small range. A short fetch
 # wait matters: with 50 ms, reading 2,000 records after a re-assign took ~55 ms instead of ~10.
 # ``auto.offset.reset=error``: a start offset that no longer exists is data loss, never a silent
-# jump (Apache Kafka answers OFFSET_OUT_OF_RANGE; Tansu answers nothing, see ``_check_range``).
-# A partition deep enough that the broker needs a longer wait to find its records
-# (``kafkaio.offsets.FETCH_WAITS_MS``) is read with one from then on: (topic, partition) ->
-# the index of its wait.
+# jump (the broker answers OFFSET_OUT_OF_RANGE, and ``_check_range`` names what is gone).
 _CONSUMERS: dict[str, Any] = {}
 _CONSUMERS_LOCK = threading.Lock()
-_WAIT_LEVEL: dict[tuple[str, int], int] = {}
 READ_CONSUMER = {"enable.partition.eof": True, "fetch.wait.max.ms": 5,
                  "auto.offset.reset": "error"}
 
 
-def _pooled_consumer(conf: dict[str, str], level: int = 0) -> Any:
+def _pooled_consumer(conf: dict[str, str]) -> Any:
     from kafkaio.clients import consumer
-    from kafkaio.offsets import FETCH_WAITS_MS
 
-    key = json.dumps([conf, level], sort_keys=True)
+    key = json.dumps(conf, sort_keys=True)
     with _CONSUMERS_LOCK:
         c = _CONSUMERS.get(key)
         if c is None:
-            c = consumer(conf, **{**READ_CONSUMER, "fetch.wait.max.ms": FETCH_WAITS_MS[level]})
+            c = consumer(conf, **READ_CONSUMER)
             _CONSUMERS[key] = c
     return c
 
@@ -128,11 +123,9 @@ def _check_range(conf: dict[str, str], part: KafkaRange, pos: int) -> LostRange 
     from kafkaio.clients import KafkaUnavailable
     from kafkaio.offsets import EndOffsets
 
-    probe = EndOffsets(conf, timeout=5.0, answer_wait=2.0)
+    probe = EndOffsets(conf, timeout=5.0)
     try:
-        low, _ = probe.listed(part.topic, [part.partition])[part.partition]
-        end = probe(part.topic, [part.partition])[part.partition]
-        answered = part.partition in probe.answered
+        low, end = probe.listed(part.topic, [part.partition])[part.partition]
     except KafkaUnavailable:
         return None
     finally:
@@ -140,7 +133,7 @@ def _check_range(conf: dict[str, str], part: KafkaRange, pos: int) -> LostRange 
     if low > pos:
         return LostRange(part.topic, part.partition, pos, min(low, part.end),
                          f"the log now starts at {low}")
-    if answered and end <= pos:
+    if end <= pos:
         return LostRange(part.topic, part.partition, pos, part.end,
                          f"the log now ends at {end}")
     return None
@@ -149,8 +142,7 @@ def _check_range(conf: dict[str, str], part: KafkaRange, pos: int) -> LostRange 
 def data_loss_message(lost: LostRange) -> str:
     return (f"data loss: {lost.topic}[{lost.partition}] offsets {lost.start}..{lost.end} that "
             f"the query must read no longer exist ({lost.reason}): the topic was deleted, "
-            f"recreated or truncated, or the broker lost it (the embedded broker keeps topics in "
-            f"memory only)")
+            f"recreated or truncated, or the broker lost it")
 
 
 def iter_range(conf: dict[str, str], part: KafkaRange, policy: ReadPolicy = ReadPolicy(),
@@ -167,12 +159,9 @@ def iter_range(conf: dict[str, str], part: KafkaRange, policy: ReadPolicy = Read
 
     from confluent_kafka import KafkaError, TopicPartition
 
-    from kafkaio.offsets import ESCALATE_AFTER, FETCH_WAITS_MS
     from kafkaio.retry import DataLoss, Outage
 
-    where = (part.topic, part.partition)
-    level = _WAIT_LEVEL.get(where, 0)
-    c = _pooled_consumer(conf, level)
+    c = _pooled_consumer(conf)
     c.assign([TopicPartition(part.topic, part.partition, part.start)])
     pos = part.start
     outage = Outage(conf.get("bootstrap.servers", "?"), policy.outage_limit)
@@ -184,15 +173,6 @@ def iter_range(conf: dict[str, str], part: KafkaRange, policy: ReadPolicy = Read
             if msgs:
                 outage.ok()
                 quiet_since = time.monotonic()
-            elif (time.monotonic() - quiet_since >= ESCALATE_AFTER
-                  and level + 1 < len(FETCH_WAITS_MS)):
-                level += 1  # the broker may need longer to find the records: wait longer
-                _WAIT_LEVEL[where] = level
-                c.unassign()
-                c = _pooled_consumer(conf, level)
-                c.assign([TopicPartition(part.topic, part.partition, pos)])
-                quiet_since = time.monotonic()
-                continue
             elif time.monotonic() - quiet_since >= policy.stall_check:
                 stalled = True
             for m in msgs:
@@ -311,7 +291,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         from kafkaio.retry import Outage, with_retry
 
         if self._probe is None:
-            self._probe = EndOffsets(self.conf, timeout=5.0, answer_wait=1.0)
+            self._probe = EndOffsets(self.conf, timeout=5.0)
             self._outage = Outage(self.conf.get("bootstrap.servers", "?"),
                                   self.policy.outage_limit)
         ends = with_retry(lambda: self._probe(self.topic), self._outage,

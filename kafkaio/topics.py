@@ -54,7 +54,8 @@ def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,
             results[name] = TopicResult(name, topic, have, "exists", note)
             continue
         conf = {k: str(v) for k, v in (_topic_config(cfg, name)).items()}
-        new.append((name, NewTopic(topic, parts, cfg["kafka.replication_factor"], config=conf)))
+        new.append((name, NewTopic(topic, parts, cfg["kafka.replication_factor"] or -1,
+                                     config=conf)))
     if new:
         futures = client.create_topics([t for _, t in new], request_timeout=timeout)
         for name, t in new:

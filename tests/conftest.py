@@ -1,4 +1,4 @@
-"""Shared fixtures: one real embedded broker per test session, per-test topic names."""
+"""Shared fixtures: one real Apache Kafka broker per test process, per-test topic names."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from kafkaio import broker as embedded
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Bootstrap address of a Tansu broker started for this session on a free port."""
+    """Bootstrap address of a single-node Apache Kafka started for this test process on a free
+    port (each pytest-xdist worker has its own)."""
     state = tmp_path_factory.mktemp("broker-state")
     info, _ = embedded.start(state, port=0)
     try:

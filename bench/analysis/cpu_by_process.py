@@ -1,4 +1,4 @@
-"""CPU seconds of the embedded broker, Spark's Python workers and the driver (JVM + Python)
+"""CPU seconds of the local broker, Spark's Python workers and the driver (JVM + Python)
 over one bench run: polls /proc every 0.3 s until the ``geops app`` process has come and gone
 (at most 20 minutes), then prints the totals.
 
@@ -17,7 +17,7 @@ TCK = os.sysconf("SC_CLK_TCK")
 
 def kind_of(cmdline: str) -> str | None:
     """Which of the run's processes a command line belongs to, or None."""
-    if "tansu" in cmdline:
+    if "kafka.Kafka" in cmdline:
         return "broker"
     if "pyspark.daemon" in cmdline:
         return "python workers"

@@ -164,7 +164,7 @@ def test_eventlog_stages_and_tasks() -> None:
 
 
 def test_cpu_by_process_tells_the_processes_apart() -> None:
-    assert cpu_by_process.kind_of("/x/tansu-v0.6 broker --listener-url") == "broker"
+    assert cpu_by_process.kind_of("java -cp /x/a.jar kafka.Kafka server.properties") == "broker"
     assert cpu_by_process.kind_of("python -m pyspark.daemon") == "python workers"
     assert cpu_by_process.kind_of("java ... /work/app/main.py --master") == (
         "driver (JVM + Python)")

@@ -1,10 +1,12 @@
-"""A topic that came back empty (the embedded broker keeps topics in memory, so a restart loses
-them): restarting the app on its old checkpoint stops with a message naming the offsets and the
-remedy (exit code 5), or with ``--on-data-loss continue`` reads the new log from its start."""
+"""A topic that came back empty (deleted and created again): restarting the app on its old
+checkpoint stops with a message naming the offsets and the remedy (exit code 5), or with
+``--on-data-loss continue`` reads the new log from its start."""
 
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 
 import pytest
 
@@ -12,7 +14,7 @@ import config
 from config.exitcodes import EXIT_DATA_LOSS
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
-from kafkaio import broker as embedded
+from kafkaio.topics import drop_topics
 from tests.app.conftest import Workload, load, matches, run_app
 from tests.conftest import kafka_env
 
@@ -27,9 +29,10 @@ def workload(seed: int, n: int) -> Workload:
     return Workload(w.subscriptions, w.publications, oracle)
 
 
-def test_topic_reset_is_named_then_continue_reads_the_new_log(own_broker, tmp_path,
+def test_topic_reset_is_named_then_continue_reads_the_new_log(broker, tmp_path,
                                                                  monkeypatch, caplog):
-    env = kafka_env(own_broker.address, str(tmp_path / "state"), "d-")
+    prefix = f"d{uuid.uuid4().hex[:8]}-"
+    env = kafka_env(broker, str(tmp_path / "state"), prefix)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     cfg = config.load(environ=env)
@@ -38,11 +41,10 @@ def test_topic_reset_is_named_then_continue_reads_the_new_log(own_broker, tmp_pa
     assert run_app("--strategy", "sPIS") == 0
     assert {k: v[0] for k, v in matches(cfg).items()} == before.oracle
 
-    # The broker restarts without its data; topics and subscriptions come back, with fewer
-    # publications than the checkpoint has read.
-    state = tmp_path / "broker"
-    embedded.stop(state)
-    embedded.start(state, port=own_broker.port)
+    # Every topic is deleted and created again, with fewer publications than the checkpoint
+    # has read.
+    drop_topics(cfg)
+    wait_until_gone(cfg)
     after = workload(32, 200)
     load(cfg, after)
 
@@ -50,10 +52,22 @@ def test_topic_reset_is_named_then_continue_reads_the_new_log(own_broker, tmp_pa
         assert run_app("--strategy", "sPIS") == EXIT_DATA_LOSS
     (message,) = [r.getMessage() for r in caplog.records if r.name == "geops.app"
                   and r.levelno == logging.ERROR]
-    assert "data loss: d-publications[" in message and "but the query has read to" in message
+    assert f"data loss: {prefix}publications[" in message
+    assert "but the query has read to" in message
     assert "--on-data-loss continue" in message and str(tmp_path / "state") in message
     assert "\n" not in message
     assert matches(cfg) == {}  # nothing was answered from the wrong offsets
 
     assert run_app("--strategy", "sPIS", "--on-data-loss", "continue") == 0
     assert {k: v[0] for k, v in matches(cfg).items()} == after.oracle
+
+
+def wait_until_gone(cfg: config.Config, timeout: float = 30.0) -> None:
+    """Topic deletion is asynchronous: wait until the broker no longer lists the topics."""
+    from kafkaio.clients import admin
+
+    client, deadline = admin(cfg.kafka_client()), time.monotonic() + timeout
+    names = {cfg.topic(t) for t in config.TOPICS}
+    while names & set(client.list_topics(timeout=10).topics):
+        assert time.monotonic() < deadline, "the deleted topics are still listed"
+        time.sleep(0.2)

@@ -60,6 +60,7 @@ def test_stale_record_is_ignored(tmp_path):
     broker.stop(tmp_path)
     (tmp_path / "broker").mkdir(exist_ok=True)
     (tmp_path / "broker" / "broker.json").write_text(
-        '{"pid": 999999, "port": 1, "address": "x", "log": "", "binary": "", "started_at": 0}')
+        '{"pid": 999999, "port": 1, "address": "x", "log": "", "kafka_version": "", '
+        '"started_at": 0}')
     assert broker.status(tmp_path) is None
     assert running_address(tmp_path) is None
