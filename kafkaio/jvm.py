@@ -122,12 +122,11 @@ def resolve(bundle: str, quiet: bool = False) -> Path:
 
 
 def main() -> int:
-    """Resolve every bundle; print where each lives."""
+    """Resolve every bundle not yet in the cache (quietly when all are)."""
     try:
         for bundle in BUNDLES:
-            folder = resolve(bundle)
-            print(f"{bundle}: {len(list(folder.glob('*.jar')))} jars in {folder}",
-                  file=sys.stderr)
+            if _env_override(bundle) is None:
+                resolve(bundle)
     except JvmError as exc:
         print(f"geops: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     fi
     echo "$want" > "$stamp"
 fi
+# The pinned JVM artifacts (Apache Kafka's broker, Spark's Kafka connector): resolved from Maven
+# Central once into the geops JVM cache (kafkaio/jvm.py), offline afterwards.
+if ! "$VENV/bin/python" -m kafkaio.jvm; then
+    echo "geops: the pinned JVM artifacts could not be resolved (see above)" >&2
+    exit 2
+fi
 export PATH="$VENV/bin:$PATH"
 # Spark starts its Python workers with this interpreter, so they see the same packages.
 export PYSPARK_PYTHON="$VENV/bin/python"
