@@ -235,6 +235,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     signal.signal(signal.SIGINT, stop)
     idle = cfg["app.stop_after_idle"]
     code = EXIT_OK
+    ready = False
     try:
         while query.isActive:
             try:
@@ -244,6 +245,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
             status = query.status
             if starting(status):
                 state.last_input = time.monotonic()  # the idle clock starts with the query
+            elif not ready:
+                ready = True
+                log.info("ready: the query has started and takes publications from '%s'",
+                         topics.publications)
             quiet = time.monotonic() - state.last_input
             if status["isDataAvailable"] or status["isTriggerActive"]:
                 quiet = 0.0 if not stopping else quiet

@@ -69,6 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--from-beginning", action="store_true",
                         help="with --follow: read the metrics and matches topics from their "
                              "oldest record (default: from now)")
+    parser.add_argument("--expect-publications", type=positive_int, metavar="N",
+                        help="exit 1 with one line when the app's batches processed fewer "
+                             "than N publications (a smoke check after a known stream)")
+    parser.add_argument("--expect-rebalance", action="store_true",
+                        help="exit 1 with one line when no batch ran under an assignment "
+                             "epoch after the first (no rebalance reached the app)")
     parser.set_defaults(func=_stats)
 
 
@@ -141,8 +147,31 @@ def summarise(records: dict[str, list[dict]], app_id: str) -> list[str]:
     return lines
 
 
+def shortfall(records: dict[str, list[dict]], app_id: str, publications: int | None = None,
+              rebalance: bool = False) -> str | None:
+    """What the app's metrics fall short of (one line), or None: fewer than ``publications``
+    processed, or (``rebalance``) no batch under an epoch after the first one seen."""
+    summaries = {s["batch_id"]: s for s in records.get("BatchSummary", [])
+                 if s["app_id"] == app_id}
+    done = sum(s["records"] for s in summaries.values())
+    if publications is not None and done < publications:
+        return (f"the app '{app_id}' processed {done:,} of the {publications:,} publications "
+                f"expected")
+    epochs = {s["epoch"] for s in summaries.values() if s["records"]}
+    if rebalance and len(epochs) < 2:
+        return (f"no rebalance reached the app '{app_id}': all its batches ran in epoch "
+                f"{min(epochs) if epochs else 0}")
+    return None
+
+
 def _stats(args: argparse.Namespace) -> int:
-    if not args.follow:
+    if args.follow:
+        given = [flag for flag, value in (("--expect-publications", args.expect_publications),
+                                          ("--expect-rebalance", args.expect_rebalance or None))
+                 if value is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)} does not apply with --follow", EXIT_USAGE)
+    else:
         given = [flag for flag, value in (("--period", args.period),
                                           ("--until-idle", args.until_idle),
                                           ("--periods", args.periods),
@@ -156,8 +185,12 @@ def _stats(args: argparse.Namespace) -> int:
     if args.follow:
         return follow(cfg, app_id, period=args.period or 5.0, until_idle=args.until_idle,
                       periods=args.periods, from_beginning=args.from_beginning)
-    for line in summarise(by_schema(cfg.kafka_client(), cfg.topic("metrics")), app_id):
+    records = by_schema(cfg.kafka_client(), cfg.topic("metrics"))
+    for line in summarise(records, app_id):
         print(line)
+    missing = shortfall(records, app_id, args.expect_publications, args.expect_rebalance)
+    if missing is not None:
+        raise CommandError(missing)
     return 0
 
 

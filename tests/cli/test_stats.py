@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cli.stats import HEADER, Follower, Period, format_row, summarise
+from cli.stats import HEADER, Follower, Period, format_row, shortfall, summarise
 from kafkaio.sender import Sender
 from schemas import codec
 
@@ -53,6 +53,20 @@ def test_per_epoch_throughput_shares_and_mldc():
 
 def test_nothing_yet():
     assert summarise({}, "a") == ["no batches with records from app 'a' on the metrics topic"]
+
+
+def test_shortfall_names_missing_publications_and_a_missing_rebalance():
+    one_epoch = {"BatchSummary": [summary(0, 0, 0, 10), summary(1, 0, 10, 20),
+                                  summary(1, 0, 10, 20),  # a replayed batch counts once
+                                  {**summary(0, 0, 0, 1), "app_id": "other"}]}
+    assert shortfall(one_epoch, "a", 200) is None
+    assert shortfall(one_epoch, "a", 201) == (
+        "the app 'a' processed 200 of the 201 publications expected")
+    assert shortfall(one_epoch, "a", rebalance=True) == (
+        "no rebalance reached the app 'a': all its batches ran in epoch 0")
+    assert shortfall({}, "a", 1) == "the app 'a' processed 0 of the 1 publications expected"
+    rebalanced = {"BatchSummary": [*one_epoch["BatchSummary"], summary(2, 1, 20, 30)]}
+    assert shortfall(rebalanced, "a", 300, rebalance=True) is None
 
 
 # -- `geops stats --follow`: one period's arithmetic, no Kafka --------------------------------
