@@ -4,11 +4,12 @@ dropping them again after a benchmark run on a shared broker."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from config import TOPICS, Config
 from kafkaio.clients import KafkaUnavailable, admin, check_reachable
@@ -28,8 +29,8 @@ class TopicResult:
 def drop_topics(cfg: Config, timeout: float = 30.0) -> None:
     """Delete the configured topics, best effort (a benchmark's clean-up: nothing to report)."""
     with contextlib.suppress(Exception):
-        futures = admin(cfg.kafka_client()).delete_topics([cfg.topic(t) for t in TOPICS],
-                                                          operation_timeout=timeout)
+        client = admin(cfg.kafka_client())  # kept: a dropped client abandons its requests
+        futures = client.delete_topics([cfg.topic(t) for t in TOPICS], operation_timeout=timeout)
         for f in futures.values():
             with contextlib.suppress(Exception):
                 f.result()
@@ -69,7 +70,30 @@ def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,
                 else:
                     results[name] = TopicResult(name, t.topic, t.num_partitions, "failed",
                                                 err.str())
+    created = [r.name for r in results.values() if r.outcome == "created"]
+    if created:
+        _wait_for_leaders(client, created, timeout)
     return [results[name] for name in wanted]
+
+
+def _wait_for_leaders(client: AdminClient, topics: list[str], timeout: float) -> None:
+    """Return once every partition of ``topics`` has a leader in the cluster's metadata.
+
+    Creating a topic is asynchronous on Apache Kafka: for a moment after CreateTopics answers,
+    its partitions have no leader yet and a client that uses them at once is told
+    NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = client.list_topics(timeout=timeout).topics
+        if all(t in meta and meta[t].error is None and meta[t].partitions
+               and all(p.leader >= 0 and p.error is None for p in meta[t].partitions.values())
+               for t in topics):
+            return
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"the created topics {', '.join(topics)} have no leader "
+                                   f"after {timeout:.0f} s")
+        time.sleep(0.05)
 
 
 def _topic_config(cfg: Config, logical: str) -> dict[str, object]:

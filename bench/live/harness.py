@@ -107,7 +107,7 @@ class Processes:
         """BenchFailed, pointing at its log, when the broker this benchmark started is gone:
         every client would otherwise retry up to the outage limit before anything failed."""
         if self.broker_state is not None and broker.status(self.broker_state) is None:
-            raise BenchFailed(f"the embedded broker (pid {self.broker_pid}) exited; see "
+            raise BenchFailed(f"the broker (pid {self.broker_pid}) exited; see "
                               f"{broker.log_file(self.broker_state)}")
 
     def stop_all(self) -> None:

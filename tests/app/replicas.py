@@ -186,7 +186,7 @@ class SteppedProducer:
             for before, epoch, value in self.commands:
                 write(max(before, written))
                 settle(previous)
-                sender.send(control, value)
+                sender.send(control, value, key=b"geops")
                 sender.flush()
                 previous = epoch
             write(len(records))

@@ -69,14 +69,22 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
         if not wait_for_batches(kafka_cfg, 2, gave_up=app_done):
             return
         s = Sender(kafka_cfg.kafka_client())
-        s.send(control, b"\x00garbage")                        # malformed
-        s.send(control, command(0, new))                      # not newer than epoch 0
-        s.send(control, command(5, new[:-1]))                 # wrong length
-        s.send(control, command(6, [0] * (P - 1) + [W]))      # worker out of range
-        s.send(control, command(7, new, app_id="someone"))    # another app's
-        s.send(control, command(8, new, replicas=[(0, (0, 1))]))  # replicas not led by owner
-        s.send(control, command(9, new, replicas=[(2, (0, W))]))  # replica worker out of range
-        s.send(control, command(3, new, app_id="geops"))      # the one to apply
+        # malformed
+        s.send(control, b"\x00garbage", key=b"geops")
+        # not newer than epoch 0
+        s.send(control, command(0, new), key=b"geops")
+        # wrong length
+        s.send(control, command(5, new[:-1]), key=b"geops")
+        # worker out of range
+        s.send(control, command(6, [0] * (P - 1) + [W]), key=b"geops")
+        # another app's
+        s.send(control, command(7, new, app_id="someone"), key=b"geops")
+        # replicas not led by owner
+        s.send(control, command(8, new, replicas=[(0, (0, 1))]), key=b"geops")
+        # replica worker out of range
+        s.send(control, command(9, new, replicas=[(2, (0, W))]), key=b"geops")
+        # the one to apply
+        s.send(control, command(3, new, app_id="geops"), key=b"geops")
         s.flush()
         sent.set()
 
@@ -118,8 +126,8 @@ def test_restart_recovers_assignment_from_control_topic(workload, kafka_cfg):
     load(kafka_cfg, workload)
     new = [1] * 8 + [0] * 8
     s = Sender(kafka_cfg.kafka_client())
-    s.send(kafka_cfg.topic("control"), command(4, initial_assignment(P, W)))
-    s.send(kafka_cfg.topic("control"), command(9, new))
+    s.send(kafka_cfg.topic("control"), command(4, initial_assignment(P, W)), key=b"geops")
+    s.send(kafka_cfg.topic("control"), command(9, new), key=b"geops")
     s.flush()
     assert run_app("--strategy", "RIsPS", "--partitions", str(P),
                    "--max-records-per-trigger", "500") == 0

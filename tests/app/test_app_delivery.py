@@ -45,7 +45,7 @@ def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_
     built = build_strategy("sPIS", workload.subs, P, "kdbtree")
     owners = replica_plan(busiest(built.router(), workload.pubs)).owners[1]
     s = Sender(kafka_cfg.kafka_client())
-    s.send(kafka_cfg.topic("control"), replica_command(1, owners))
+    s.send(kafka_cfg.topic("control"), replica_command(1, owners), key=b"geops")
     s.close()
     args = [sys.executable, "-m", "cli.main", "app", "--master", "local[2]", "--workers", "2",
             "--strategy", "sPIS", "--partitions", str(P), "--trigger", "200ms",

@@ -40,7 +40,8 @@ def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, wo
     plan = replica_plan(busiest(built.router(), workload.pubs))
     load_subscriptions_only(kafka_cfg, workload.subs)
     s = Sender(kafka_cfg.kafka_client())
-    s.send(kafka_cfg.topic("control"), replica_command(1, plan.owners[1]))  # in force at start
+    # in force at start
+    s.send(kafka_cfg.topic("control"), replica_command(1, plan.owners[1]), key=b"geops")
     s.close()
     n = len(workload.pubs)
     producer = SteppedProducer(kafka_cfg, workload.pubs, [

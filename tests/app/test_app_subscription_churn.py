@@ -172,7 +172,7 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg, caplog
                             subs)
     owners = [(o,) if p % 2 else (o, 1 - o) for p, o in enumerate(initial_assignment(8, 2))]
     control = Sender(kafka_cfg.kafka_client())
-    control.send(kafka_cfg.topic("control"), replica_command(1, owners))
+    control.send(kafka_cfg.topic("control"), replica_command(1, owners), key=b"geops")
     control.close()
     thread = produce_live(kafka_cfg, w.publications, subs, seed=7)
     # --fold-bytes 0: changes are folded into the payloads as soon as they pass a tenth of the

@@ -51,7 +51,7 @@ def _state(pid: int) -> str:
 
 @pytest.mark.integration
 def test_a_broker_gone_fails_the_benchmark_at_once_naming_its_log(tmp_path):
-    """A benchmark whose embedded broker dies stops at its next check instead of waiting out
+    """A benchmark whose broker dies stops at its next check instead of waiting out
     the clients' outage limit (its drain and warm-up waits are minutes long)."""
     procs = Processes()
     procs.start_broker(tmp_path / "state")
@@ -61,7 +61,7 @@ def test_a_broker_gone_fails_the_benchmark_at_once_naming_its_log(tmp_path):
         deadline = time.monotonic() + 10
         while pid_alive(procs.broker_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        with pytest.raises(BenchFailed, match=r"broker \(pid \d+\) exited; see .*broker\.log"):
+        with pytest.raises(BenchFailed, match=r"broker \(pid \d+\) exited; see .*server\.log"):
             procs.check_broker()
     finally:
         procs.stop_all()
