@@ -51,6 +51,12 @@ def checkpoint_dir(cfg: Config) -> str:
     return cfg["app.checkpoint"] or str(cfg.state_dir() / "checkpoints" / cfg["app.app_id"])
 
 
+def ready_path(checkpoint: str) -> Path:
+    """A file the app writes (with its pid) once its query has started and takes publications,
+    and removes when it starts and stops: what a supervisor or a test waits for."""
+    return Path(checkpoint) / "geops-ready"
+
+
 def _session(cfg: Config):
     """A Spark session honouring spark-submit's settings, else our configured master."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -210,6 +216,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    ready_path(checkpoint).unlink(missing_ok=True)
     spark.dataSource.register(KafkaSource)
     reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
               .option("kafka", json.dumps(kafka_conf))
@@ -247,6 +254,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                 state.last_input = time.monotonic()  # the idle clock starts with the query
             elif not ready:
                 ready = True
+                ready_path(checkpoint).write_text(f"{os.getpid()}\n")
                 log.info("ready: the query has started and takes publications from '%s'",
                          topics.publications)
             quiet = time.monotonic() - state.last_input
@@ -262,6 +270,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
             code, message = (EXIT_FATAL, fatal) if fatal else explain_failure(text, checkpoint)
             log.error("%s", message)
     finally:
+        ready_path(checkpoint).unlink(missing_ok=True)
         runner.close(abandon=code != EXIT_OK)
         feed.close()
         control.close()
