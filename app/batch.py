@@ -23,16 +23,15 @@ from app.change_broadcasts import ChangeBroadcasts
 from app.control import ControlChannel
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats
-from app.offsetlog import batch_end_offsets, batch_ranges
-from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats, Stopped
-from app.source import ReadPolicy
+from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
+from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
-from app.tasks import JoinContext, RouteContext, join, read_decode_route
+from app.tasks import JoinContext, RouteContext, decode_route_rows, join
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
 from kafkaio.clients import KafkaUnavailable
-from kafkaio.retry import DataLoss, KafkaOutage
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, KafkaOutage
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.assignment import Owners, command_fields
@@ -92,7 +91,7 @@ class BatchRunner:
     def __init__(self, *, app_id: str, strategy: Strategy, router: Broadcast, join_mode: str,
                  workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
-                 read_policy: ReadPolicy | None = None,
+                 outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
                  fold_bytes: int):
         self.app_id = app_id
@@ -106,7 +105,8 @@ class BatchRunner:
         self.kafka_conf = kafka_conf
         self.state = state
         self.checkpoint = checkpoint
-        self.read_policy = read_policy or ReadPolicy()
+        self.outage_limit = outage_limit
+        self.on_data_loss = on_data_loss
         self.fold_bytes = fold_bytes
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
@@ -115,15 +115,14 @@ class BatchRunner:
         self.shipped = ChangeBroadcasts(static.sc)  # the pending changes, once each
         self.disjoint = live.disjoint_ids() if live is not None else strategy.disjoint_ids()
         self.partitions = strategy.num_partitions
-        self.sender = Sender(kafka_conf, outage_limit=self.read_policy.outage_limit)
+        self.sender = Sender(kafka_conf, outage_limit=outage_limit)
         self.codec = codec()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Process batch ``batch_id``; its records are read by our tasks, not through ``df``
-        (see ``app.offsetlog``)."""
+        """Process batch ``batch_id``, the Kafka records ``df`` of Spark's connector."""
         self.state.busy = True
         try:
-            self._run(batch_id)
+            self._run(batch_id, df)
         finally:
             self.state.busy = False
 
@@ -195,7 +194,7 @@ class BatchRunner:
         pending = {d.seq for ds in live.pending.values() for d in ds}
         self._changed_in = {q: b for q, b in self._changed_in.items() if q in pending}
 
-    def _run(self, batch_id: int) -> None:
+    def _run(self, batch_id: int, df: DataFrame) -> None:
         started = _now_ms()
         t0 = time.perf_counter()
         self._apply_control(batch_id)
@@ -207,21 +206,43 @@ class BatchRunner:
             self.shipped.retire(live.pending, live.router_pending)
         route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.topics.dead_letter,
-                                 self.kafka_conf, self.app_id, self.read_policy,
+                                 self.kafka_conf, self.app_id,
                                  self.shipped.for_router(live.router_pending)
                                  if live is not None else (),
                                  state.replicas())
         seqs, changes = self.shipped.for_join(live.pending) if live is not None else ({}, {})
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
                                tuple(self.static.base_seq), seqs, changes)
-        parts = batch_ranges(self.checkpoint, self.topics.publications, batch_id)
+        self._report_lost(batch_id)
+        read = df.select("topic", "partition", "offset", "key", "value").rdd
         # At most one read task per core: a task costs more than reading a range.
-        read = self.sc.parallelize(parts, max(1, min(len(parts), self.sc.defaultParallelism)))
-        stream = (read.mapPartitions(partial(read_decode_route, route_ctx))
+        if read.getNumPartitions() > self.sc.defaultParallelism:
+            read = read.coalesce(self.sc.defaultParallelism)
+        stream = (read.mapPartitions(partial(decode_route_rows, route_ctx))
                   .partitionBy(self.workers, by_worker))
         joined = self.static.for_batch().union(stream)
         out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
         self._write(batch_id, started, t0, (time.perf_counter() - t0) * 1000, out)
+
+    def _report_lost(self, batch_id: int) -> None:
+        """With ``--on-data-loss continue`` the connector skips the offsets of a partition that
+        came back shorter than the checkpoint had read (``failOnDataLoss=false``): name each
+        such range in the log and on the dead-letter topic."""
+        if self.on_data_loss != "continue":
+            return
+        topic = self.topics.publications
+        lost = lost_ranges(batch_start_offsets(self.checkpoint, batch_id),
+                           batch_end_offsets(self.checkpoint, batch_id))
+        now = _now_ms()
+        for partition, end, start in lost:
+            reason = (f"data loss: {topic}[{partition}] now ends at {end} but the query had "
+                      f"read to {start}: the topic was deleted and created again, or "
+                      f"truncated; offsets {end}..{start} of the old log and those below "
+                      f"{end} of the new one are skipped (--on-data-loss continue)")
+            log.warning("%s", reason)
+            self.sender.send(self.topics.dead_letter, self.codec.encode("DeadLetter", {
+                "topic": topic, "partition": partition, "offset": end, "reason": reason,
+                "key": None, "payload": None, "time": now, "app_id": self.app_id}))
 
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
                out: list[tuple]) -> None:
@@ -234,9 +255,6 @@ class BatchRunner:
         records = dead = 0
         busiest_ns = 0
         sizes: dict[int, int] = {}
-        for rec in out:
-            if isinstance(rec, Stopped):
-                raise EXPECTED_FAILURES[rec.kind](rec.message)
         for rec in out:
             if isinstance(rec, Matched):
                 partials.append(rec.partial)

@@ -4,7 +4,8 @@
 already running when app/main.py applies the session's settings, so ``spark.driver.memory``
 set there changes nothing. ``spark_submit_args`` turns the settings into spark-submit
 arguments instead: ``--driver-memory``, ``--driver-java-options`` (always with
-``-XX:+ExitOnOutOfMemoryError``), ``--conf spark.executor.memory=...``,
+``-XX:+ExitOnOutOfMemoryError``), ``--jars`` with Spark's Kafka connector (unless
+``[spark.conf]`` brings it), ``--conf spark.executor.memory=...``,
 ``--conf spark.driver.maxResultSize=...`` and every ``[spark.conf]`` property as ``--conf``, so
 those that Spark reads only at launch (class paths, jars, ...) take effect too.
 
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from app.kafka_read import connector_jars, has_connector
 from config import Config
 from config.exitcodes import EXIT_FATAL
 
@@ -53,8 +55,13 @@ def spark_submit_args(cfg: Config) -> list[str]:
             "--conf", f"spark.driver.maxResultSize={cfg['spark.driver_max_result_size']}"]
     if cfg["spark.executor_memory"]:  # else Spark's default, which any cluster's workers offer
         args += ["--conf", f"spark.executor.memory={cfg['spark.executor_memory']}"]
+    given = ""
     for key, value in cfg["spark.conf"].items():
         args += ["--conf", f"{key}={value}"]
+        if key in ("spark.jars", "spark.jars.packages"):
+            given += f",{value}"
+    if not has_connector(given):  # Spark's Kafka connector, from the geops JVM cache
+        args += ["--jars", ",".join(connector_jars())]
     return args
 
 

@@ -8,15 +8,16 @@ the metrics topic while following rebalance commands from the control topic.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import config
 from config import Config, ConfigError
@@ -66,6 +67,7 @@ def _session(cfg: Config):
     conf = SparkConf()
     if not conf.contains("spark.master"):
         conf.setMaster(cfg["spark.master"])
+    _add_connector(conf)
     ui = {"spark.ui.enabled": "true" if cfg["spark.ui"] == "on" else "false"}
     for key, value in {**ui, **cfg["spark.conf"]}.items():
         if not conf.contains(key):
@@ -88,6 +90,33 @@ def _session(cfg: Config):
         "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
         jvm.org.apache.logging.log4j.Level.FATAL)
     return spark
+
+
+def _add_connector(conf: Any) -> None:
+    """Put Spark's Kafka connector on the classpath unless spark-submit was given it
+    (``--packages``/``--jars``); it takes effect where this process starts the JVM (``geops
+    app`` gives spark-submit ``--jars``; ``spark-submit app/main.py`` needs ``--packages``)."""
+    from app.kafka_read import connector_jars, has_connector
+
+    given = ",".join(conf.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
+    if not has_connector(given):
+        conf.set("spark.jars", ",".join(filter(None, [conf.get("spark.jars", ""),
+                                                      *connector_jars()])))
+
+
+def _check_connector(spark: Any) -> str | None:
+    """Why the app cannot read Kafka with this JVM (the connector is not on its classpath)."""
+    from app.kafka_read import PROVIDER_CLASS
+
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(
+            PROVIDER_CLASS, True, spark.sparkContext._jvm.Thread.currentThread()
+            .getContextClassLoader())
+    except Exception:  # Py4JJavaError: ClassNotFoundException
+        return ("Spark's Kafka connector is not on the driver's classpath: run the app with "
+                "`geops app`, or give spark-submit --packages "
+                "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>")
+    return None
 
 
 def _watch(spark, cfg: Config):
@@ -118,9 +147,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import EXPECTED_FAILURES, BatchRunner, BatchState, Topics
     from app.control import ControlChannel
+    from app.kafka_read import describe_loss, source_options
     from app.launch import fatal_failure
-    from app.offsetlog import initial_offsets_path
-    from app.source import KafkaSource, ReadPolicy
     from app.static import StaticSide
     from app.static_build import BuildSpec
     from app.subscription_scan import Scan, TopicRange
@@ -128,6 +156,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from geops.strategies.churn import LiveSubscriptions
     from geops.strategies.strategy import Layout
     from kafkaio.clients import KafkaUnavailable, check_reachable
+    from kafkaio.java_conf import UntranslatableSetting
     from schemas.assignment import initial_assignment
 
     kafka_conf = cfg.kafka_client()
@@ -135,6 +164,11 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                     cfg.topic("control"), cfg.topic("dead_letter"))
     app_id = cfg["app.app_id"]
     checkpoint = checkpoint_dir(cfg)
+    try:
+        options = source_options(cfg, topics.publications, starting_offsets)
+    except UntranslatableSetting as exc:
+        log.error("%s", exc)
+        return EXIT_USAGE
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
                             cfg["kafka.outage_limit"], topics.dead_letter, app_id)
     try:
@@ -145,6 +179,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         return getattr(exc, "exit_code", EXIT_FAILED)
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
+    missing = _check_connector(spark)
+    if missing is not None:
+        log.error("%s", missing)
+        feed.close()
+        watchdog.disarm()
+        spark.stop()
+        return EXIT_FAILED
     sc = spark.sparkContext
     workers = cfg["app.workers"] or sc.defaultParallelism
     t = time.perf_counter()
@@ -207,29 +248,24 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
              partitions, static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
              int(static.sizes.max(initial=0)), static.build_s)
     state = BatchState(epoch, owners)
-    policy = ReadPolicy(cfg["kafka.outage_limit"], cfg["app.on_data_loss"])
     runner = BatchRunner(app_id=app_id, strategy=strategy,
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         read_policy=policy, feed=feed,
+                         outage_limit=cfg["kafka.outage_limit"],
+                         on_data_loss=cfg["app.on_data_loss"], feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
-    spark.dataSource.register(KafkaSource)
-    reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
-              .option("kafka", json.dumps(kafka_conf))
-              .option("startingOffsets", starting_offsets)
-              .option("initialOffsetsPath", initial_offsets_path(checkpoint))
-              .option("outageLimit", str(policy.outage_limit))
-              .option("onDataLoss", policy.on_data_loss))
-    if cfg["app.max_records_per_trigger"]:
-        reader = reader.option("maxRecordsPerTrigger", str(cfg["app.max_records_per_trigger"]))
-    query = (reader.load().writeStream.foreachBatch(runner)
-             .option("checkpointLocation", checkpoint)
-             .trigger(processingTime=f"{int(cfg['app.trigger'] * 1000)} milliseconds")
-             .queryName(app_id).start())
+    def start_query() -> Any:
+        return (spark.readStream.format("kafka").options(**options).load()
+                .writeStream.foreachBatch(runner)
+                .option("checkpointLocation", checkpoint)
+                .trigger(processingTime=f"{int(cfg['app.trigger'] * 1000)} milliseconds")
+                .queryName(app_id).start())
+
+    query = start_query()
     state.last_input = time.monotonic()
     log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
     stopping = []
@@ -243,32 +279,43 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     idle = cfg["app.stop_after_idle"]
     code = EXIT_OK
     ready = False
+    supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
     try:
-        while query.isActive:
-            try:
-                query.awaitTermination(0.2)
-            except Exception:  # the query failed: reported below, once
+        while True:
+            while query.isActive:
+                try:
+                    query.awaitTermination(0.2)
+                except Exception:  # the query failed: reported below, once
+                    break
+                status = query.status
+                if starting(status):
+                    state.last_input = time.monotonic()  # the idle clock starts with the query
+                elif not ready:
+                    ready = True
+                    ready_path(checkpoint).write_text(f"{os.getpid()}\n")
+                    log.info("ready: the query has started and takes publications from '%s'",
+                             topics.publications)
+                quiet = time.monotonic() - state.last_input
+                if status["isDataAvailable"] or status["isTriggerActive"]:
+                    quiet = 0.0 if not stopping else quiet
+                if (stopping or (idle and quiet >= idle)) and not state.busy:
+                    if not stopping:
+                        log.info("no input for %.0f s; stopping", quiet)
+                    query.stop()
+            if query.exception() is None:
                 break
-            status = query.status
-            if starting(status):
-                state.last_input = time.monotonic()  # the idle clock starts with the query
-            elif not ready:
-                ready = True
-                ready_path(checkpoint).write_text(f"{os.getpid()}\n")
-                log.info("ready: the query has started and takes publications from '%s'",
-                         topics.publications)
-            quiet = time.monotonic() - state.last_input
-            if status["isDataAvailable"] or status["isTriggerActive"]:
-                quiet = 0.0 if not stopping else quiet
-            if (stopping or (idle and quiet >= idle)) and not state.busy:
-                if not stopping:
-                    log.info("no input for %.0f s; stopping", quiet)
-                query.stop()
-        if query.exception() is not None:
             text = str(query.exception())
             fatal = fatal_failure(text, cfg)
-            code, message = (EXIT_FATAL, fatal) if fatal else explain_failure(text, checkpoint)
+            if fatal is None and not stopping and supervisor.restart_after(text):
+                query = start_query()
+                continue
+            code, message = ((EXIT_FATAL, fatal) if fatal
+                             else explain_failure(text, checkpoint, supervisor.outage,
+                                                  lambda: describe_loss(
+                                                      checkpoint, topics.publications,
+                                                      kafka_conf)))
             log.error("%s", message)
+            break
     finally:
         ready_path(checkpoint).unlink(missing_ok=True)
         runner.close(abandon=code != EXIT_OK)
@@ -281,23 +328,74 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     return code
 
 
-# Expected failures raised anywhere in the query (planning, read tasks, foreachBatch) reach the
-# driver wrapped in Spark's and Py4J's exception text; their one line is found by class name.
+# Expected failures raised in the app's own code (the subscriptions scan, foreachBatch) reach
+# the driver wrapped in Spark's and Py4J's exception text; their one line is found by class name.
 _EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 
-def explain_failure(text: str, checkpoint: str) -> tuple[int, str]:
+class Supervisor:
+    """Restarts a query that Spark's Kafka connector failed because Kafka did not answer, from
+    its checkpoint, once Kafka answers again; the outage counts from when the connector's own
+    retries began, and past the outage limit the app gives up (``outage`` holds the one line).
+    """
+
+    def __init__(self, kafka_conf: dict[str, str], outage_limit: float):
+        from kafkaio.retry import Outage
+
+        self.conf = kafka_conf
+        self.limit = outage_limit
+        self.outage: str | None = None
+        self._outage = Outage(kafka_conf.get("bootstrap.servers", "?"), outage_limit)
+
+    def restart_after(self, text: str) -> bool:
+        """Whether to restart after a query failed with ``text`` (after waiting for Kafka)."""
+        from app.kafka_read import kafka_silent, ride_out_s
+        from kafkaio.clients import KafkaUnavailable, check_reachable
+        from kafkaio.retry import KafkaOutage
+
+        if not kafka_silent(text):
+            return False
+        if self._outage.since is None:  # the connector has been retrying for about this long
+            self._outage.since = time.monotonic() - ride_out_s(self.limit)
+        while True:
+            try:
+                check_reachable(self.conf, timeout=5.0)
+            except KafkaUnavailable:
+                try:
+                    self._outage.failed("the streaming query (Spark's Kafka connector)")
+                except KafkaOutage as exc:
+                    self.outage = str(exc)
+                    return False
+                continue
+            log.warning("restarting the streaming query from its checkpoint: Kafka answers "
+                        "again after the connector gave up")
+            self._outage.ok()
+            return True
+
+
+def explain_failure(text: str, checkpoint: str, outage: str | None = None,
+                    describe: Callable[[], str | None] = lambda: None) -> tuple[int, str]:
     """Exit code and one-line message for a failed query: an expected condition (Kafka outage
-    past the limit, data loss) gets its own line and code; anything else the whole text."""
+    past the limit, data loss) gets its own line and code; anything else the whole text.
+    ``describe`` names the lost offsets better than the connector's text, where it can."""
+    from app.kafka_read import data_loss
+
+    if outage is not None:
+        return EXIT_OUTAGE, outage
+    lost = data_loss(text)
+    if lost is not None:
+        lost = describe() or lost
     found = _EXPECTED.search(text)
-    if found is None:
-        return EXIT_FAILED, f"the streaming query failed: {text}"
-    if found.group(1) == "KafkaOutage":
+    if lost is None and found is not None and found.group(1) == "KafkaOutage":
         return EXIT_OUTAGE, found.group(2)
-    return EXIT_DATA_LOSS, (f"{found.group(2)}. The checkpoint {checkpoint} holds those "
-                            f"offsets: restart with --on-data-loss continue to skip them "
-                            f"(recorded on the dead-letter topic), or delete the checkpoint "
-                            f"to start over")
+    if lost is None and found is None:
+        return EXIT_FAILED, f"the streaming query failed: {text}"
+    what = lost if lost is not None else found.group(2)
+    return EXIT_DATA_LOSS, (f"data loss: {what}. The checkpoint {checkpoint} holds offsets "
+                            f"that no longer exist (the topic was deleted and created again, "
+                            f"or truncated): restart with --on-data-loss continue to skip "
+                            f"them (recorded on the dead-letter topic), or delete the "
+                            f"checkpoint to start over")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,13 +6,11 @@ Stream-side (read) tasks emit, keyed by the worker that joins them:
   read task, not one per item);
 - ``Presence``: every valid publication of a read task, sent only when DISJOINT subscriptions
   exist (they match publications that reach no partition);
-- ``ReadStats``: how many records a read task read and dead-lettered;
-- ``Stopped``: the read task stopped on an expected condition (``KafkaOutage`` or ``DataLoss``),
-  which the driver raises.
+- ``ReadStats``: how many records a read task read and dead-lettered.
 
 The static side adds one ``StaticPartition`` per partition (from the cache in STAL, shipped each
 batch in STRL). A join task returns per partition it handled a ``Matched`` and a
-``PartitionLoad``, passes ``Presence``/``ReadStats``/``Stopped`` on unchanged, and ends with
+``PartitionLoad``, passes ``Presence``/``ReadStats`` on unchanged, and ends with
 one ``Busy``.
 
 They are NamedTuples: pickled as tuples plus a class reference, as cheap as the tagged tuples
@@ -49,13 +47,6 @@ class Presence(NamedTuple):
 class ReadStats(NamedTuple):
     records: int
     dead_letters: int
-
-
-class Stopped(NamedTuple):
-    """A read task's expected failure: the exception's class name and its one line."""
-
-    kind: str
-    message: str
 
 
 class StaticPartition(NamedTuple):

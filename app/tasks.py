@@ -25,7 +25,6 @@ from app.records import (
     Presence,
     ReadStats,
     StaticPartition,
-    Stopped,
 )
 from geops.model import geometry_problems
 from schemas import codec
@@ -48,7 +47,6 @@ class RouteContext:
     dead_letter_topic: str
     kafka_conf: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
-    read_policy: Any = None     # app.source.ReadPolicy (outage limit, on data loss)
     # broadcasts of the replicated index's pending subscription changes (RIhPS/RIsPS; a
     # ``churn.RouterDelta`` each, oldest first; ``app.change_broadcasts``)
     router_deltas: tuple = ()
@@ -58,7 +56,7 @@ class RouteContext:
 
 
 class Record(NamedTuple):
-    """One Kafka record of the publications topic (a tuple: a read task makes one per record)."""
+    """One Kafka record of the publications topic."""
 
     topic: str
     partition: int
@@ -88,31 +86,10 @@ def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarr
     return (kafka_partition << KEY_PARTITION_SHIFT) | offset
 
 
-def read_decode_route(ctx: RouteContext, parts: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
-    """Read Kafka ranges, then decode and route their publications (see ``decode_route``).
-
-    Each range is read whole before decoding starts: while a consumer stays assigned,
-    librdkafka keeps prefetching past the range (up to ``queued.min.messages``), and on a
-    busy machine the broker serving and the client parsing those unread records took the
-    cores from decoding (sPIS read tasks: 542 -> 308 ms). ``decode_route`` keeps every record
-    until it ends anyway (for dead letters), so this holds no more memory than before.
-    """
-    from app.source import ReadPolicy, data_loss_message, iter_range
-    from kafkaio.retry import DataLoss, KafkaOutage
-
-    policy = ctx.read_policy or ReadPolicy()
-    lost: list[Any] = []
-    try:
-        records = [Record(part.topic, p, o, k, v) for part in parts
-                   for p, o, k, v, _ in iter_range(ctx.kafka_conf, part, policy, lost)]
-    except (KafkaOutage, DataLoss) as exc:
-        # An expected condition, not a task failure: the driver raises it once, with its one
-        # line (a failed task would be logged with its traceback by every layer of Spark).
-        return iter([(0, Stopped(type(exc).__name__, str(exc)))])
-    if lost:  # skipped with --on-data-loss continue: one dead letter per lost range
-        _dead_letter(ctx, [(Record(g.topic, g.partition, g.start, None, None),
-                            data_loss_message(g)) for g in lost])
-    return decode_route(ctx, records)
+def decode_route_rows(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
+    """Decode and route one read task's Kafka rows (topic, partition, offset, key, value, in
+    that order, as the batch selects them from Spark's connector; see ``decode_route``)."""
+    return decode_route(ctx, [Record(*row) for row in rows])
 
 
 def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:

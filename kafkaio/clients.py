@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from config import ConfigError
+from kafkaio.java_conf import librdkafka_conf
 
 
 class KafkaUnavailable(RuntimeError):
@@ -28,8 +29,9 @@ class TopicMissing(KafkaUnavailable):
 
 
 def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Shared settings, then per-client defaults/overrides (``extra`` wins)."""
-    conf: dict[str, Any] = dict(base)
+    """Shared settings, then per-client defaults/overrides (``extra`` wins); the Java-only
+    ``java.*`` settings are left out (``kafkaio.java_conf``)."""
+    conf: dict[str, Any] = librdkafka_conf(base)
     conf.update(extra or {})
     return conf
 

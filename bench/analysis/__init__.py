@@ -23,9 +23,7 @@ The 2026-11-24 re-check (``docs/results/recheck-2026-11-24/``):
 - ``cpu_by_process``: CPU seconds of the broker, Spark's Python workers and the driver over
   one bench run (start it just before the run);
 - ``profile_route``: where one stream-side task's time goes (decode, checks, routing),
-  outside Spark;
-- ``prefetch_records [BACKOFF_MS]`` and ``large_records``: range reads on an embedded broker
-  (``filled_topic`` makes its topic).
+  outside Spark.
 """
 
 from __future__ import annotations

@@ -8,15 +8,13 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import shapely
 from confluent_kafka import TopicPartition
 
 import config
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from app.tasks import publication_key
 from geops.model import Publications
 from kafkaio.clients import consumer
@@ -146,7 +144,7 @@ class SteppedProducer:
             self.error = exc
 
     def _run(self) -> None:
-        marker = Path(initial_offsets_path(checkpoint_dir(self.cfg)))
+        marker = ready_path(checkpoint_dir(self.cfg))
         deadline = time.monotonic() + 180
         while not marker.exists():
             if time.monotonic() > deadline:

@@ -21,14 +21,12 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import shapely
 
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from geops.model import Relation, Subscriptions
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
@@ -87,7 +85,7 @@ def produce_live(cfg, pubs, subs: Subscriptions, seed: int) -> threading.Thread:
     pub_records = list(publication_records(pubs))
 
     def run() -> None:
-        marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
+        marker = ready_path(checkpoint_dir(cfg))
         while not marker.exists():
             time.sleep(0.1)
         sender = Sender(cfg.kafka_client())
@@ -214,7 +212,7 @@ def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_pa
     env = {**os.environ, **geops_env}
     c = codec()
     records = list(publication_records(w.publications))
-    marker = Path(initial_offsets_path(checkpoint_dir(kafka_cfg)))
+    marker = ready_path(checkpoint_dir(kafka_cfg))
 
     def publish(rows) -> None:
         sender = Sender(kafka_cfg.kafka_client())

@@ -1,4 +1,4 @@
-"""Reading a batch's offsets from a Spark checkpoint's offset log (no Spark needed)."""
+"""Reading a batch's offsets from a Spark checkpoint (the Kafka connector's form; no Spark)."""
 
 from __future__ import annotations
 
@@ -6,32 +6,37 @@ import json
 
 import pytest
 
-from app.offsetlog import OffsetLogError, batch_end_offsets, batch_ranges, initial_offsets_path
+from app.offsetlog import OffsetLogError, batch_end_offsets, batch_start_offsets, lost_ranges
 
 
-def write_entry(checkpoint, batch_id, offsets):
+def write_entry(checkpoint, batch_id, offsets, topic="t"):
     log = checkpoint / "offsets"
     log.mkdir(parents=True, exist_ok=True)
     meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}
-    (log / str(batch_id)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(offsets)}")
+    (log / str(batch_id)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps({topic: offsets})}")
 
 
-def test_end_offsets_are_the_entry_of_the_batch(tmp_path):
+def test_end_offsets_are_the_entry_of_the_batch_and_the_next_starts_there(tmp_path):
     write_entry(tmp_path, 0, {"0": 5, "1": 7})
     write_entry(tmp_path, 1, {"0": 9, "1": 7, "2": 3})
     assert batch_end_offsets(str(tmp_path), 0) == {"0": 5, "1": 7}
     assert batch_end_offsets(str(tmp_path), 1) == {"0": 9, "1": 7, "2": 3}
-    # and the ranges of batch 1 start where batch 0 ended
-    got = [(r.partition, r.start, r.end) for r in batch_ranges(str(tmp_path), "t", 1)]
-    assert got == [(0, 5, 9), (2, 0, 3)]
+    assert batch_start_offsets(str(tmp_path), 1) == {"0": 5, "1": 7}
 
 
-def test_first_batch_starts_at_the_pinned_initial_offsets(tmp_path):
+def test_first_batch_starts_at_the_connectors_initial_offsets(tmp_path):
     write_entry(tmp_path, 0, {"0": 5, "1": 7})
-    with open(initial_offsets_path(str(tmp_path)), "w") as fh:
-        json.dump({"0": 2, "1": 7}, fh)
-    assert [(r.partition, r.start, r.end) for r in batch_ranges(str(tmp_path), "t", 0)] == [
-        (0, 2, 5)]
+    assert batch_start_offsets(str(tmp_path), 0) == {}
+    sources = tmp_path / "sources" / "0"
+    sources.mkdir(parents=True)
+    # what KafkaMicroBatchStream writes: a zero byte, a version line, the offsets' JSON
+    (sources / "0").write_bytes(b"\x00v1\n" + json.dumps({"t": {"0": 2, "1": 7}}).encode())
+    assert batch_start_offsets(str(tmp_path), 0) == {"0": 2, "1": 7}
+
+
+def test_a_log_that_came_back_shorter_is_a_lost_range():
+    assert lost_ranges({"0": 50, "1": 60}, {"0": 10, "1": 70, "2": 5}) == [(0, 10, 50)]
+    assert lost_ranges({}, {"0": 3}) == []
 
 
 def test_missing_or_malformed_entries_say_so(tmp_path):
@@ -39,5 +44,8 @@ def test_missing_or_malformed_entries_say_so(tmp_path):
         batch_end_offsets(str(tmp_path), 3)
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "4").write_text("v1\n{}\n[1, 2]")
-    with pytest.raises(OffsetLogError, match="not a partition map"):
+    with pytest.raises(OffsetLogError, match="not a topic -> partition map"):
         batch_end_offsets(str(tmp_path), 4)
+    (tmp_path / "offsets" / "5").write_text('v1\n{}\n{"a": {"0": 1}, "b": {"0": 1}}')
+    with pytest.raises(OffsetLogError, match="2 topics"):
+        batch_end_offsets(str(tmp_path), 5)

@@ -12,7 +12,7 @@ dynamic test then saw no rebalance at all). With D = 3 s a period holds about 2,
 that pace, and the first period closes once 1,000 are in (two or three batches). The
 publications topic has one partition so every batch holds exactly 400 records: the engine
 judges a period on whatever it got, and a last batch of a handful of records (which a
-multi-partition topic leaves, see app.source.plan_limit) could put all of a period's load on
+multi-partition topic leaves) could put all of a period's load on
 one worker.
 """
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import shapely
 
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from distributor.service import Service
 from geops.model import Publications, Relation, Subscriptions
 from geops.strategies import build_strategy
@@ -61,7 +59,7 @@ def test_a_burst_of_subscriptions_on_one_worker_leads_to_a_rebalance(kafka_cfg):
     burst_at: list[float] = []
 
     def produce() -> None:
-        marker = Path(initial_offsets_path(checkpoint_dir(kafka_cfg)))
+        marker = ready_path(checkpoint_dir(kafka_cfg))
         while not marker.exists():
             time.sleep(0.1)
         sender = Sender(cfg.kafka_client(), rate=RATE)

@@ -1,6 +1,8 @@
-"""A topic that came back empty (deleted and created again): restarting the app on its old
-checkpoint stops with a message naming the offsets and the remedy (exit code 5), or with
-``--on-data-loss continue`` reads the new log from its start."""
+"""A topic that came back shorter (deleted and created again): restarting the app on its old
+checkpoint stops with a message naming the offsets and the remedy (exit code 5); with
+``--on-data-loss continue`` (Spark's ``failOnDataLoss=false``) it skips what the new log held
+when the loss was found, names the skipped range on the dead-letter topic, and reads what
+arrives after it."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ import config
 from config.exitcodes import EXIT_DATA_LOSS
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
+from kafkaio.dump import by_schema
+from kafkaio.sender import produce_records
 from kafkaio.topics import drop_topics
+from schemas.records import publication_records
 from tests.app.conftest import Workload, load, matches, run_app
 from tests.conftest import kafka_env
 
@@ -58,6 +63,16 @@ def test_topic_reset_is_named_then_continue_reads_the_new_log(broker, tmp_path,
     assert "\n" not in message
     assert matches(cfg) == {}  # nothing was answered from the wrong offsets
 
+    assert run_app("--strategy", "sPIS", "--on-data-loss", "continue") == 0
+    assert matches(cfg) == {}
+    dead = by_schema(cfg.kafka_client(), cfg.topic("dead_letter")).get("DeadLetter", [])
+    reasons = [d["reason"] for d in dead]
+    assert reasons, "the skipped range was not reported"
+    assert all(r.startswith(f"data loss: {prefix}publications[") and "skipped" in r
+               for r in reasons), reasons
+
+    produce_records(cfg.kafka_client(), cfg.topic("publications"), "Publication",
+                    publication_records(after.pubs))
     assert run_app("--strategy", "sPIS", "--on-data-loss", "continue") == 0
     assert {k: v[0] for k, v in matches(cfg).items()} == after.oracle
 

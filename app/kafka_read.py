@@ -1,0 +1,139 @@
+"""Reading publications with Spark's own Kafka connector (``readStream.format("kafka")``).
+
+The connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, pinned in
+``jvm/spark-kafka/pom.xml`` at PySpark's version) plans each micro-batch's offset ranges,
+records them in the checkpoint, discovers new partitions, pools its consumers on the executors
+and reads the ranges there. This module turns geops' settings into its options and reads the
+one-line reasons out of a query it failed:
+
+- the client settings are librdkafka's, translated for the Java client (``kafkaio.java_conf``);
+- ``--max-records-per-trigger`` is ``maxOffsetsPerTrigger``, ``--on-data-loss`` is
+  ``failOnDataLoss`` (fail: true), ``--starting-offsets`` is ``startingOffsets``;
+- the outage limit bounds how long the connector itself waits: the driver's offset requests are
+  retried for about that long, and an executor's fetch waits that long for records it knows
+  exist. A query the connector still fails for Kafka's silence is restarted by the app
+  (``app.main``) from its checkpoint, while the outage stays under the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from config import Config
+from kafkaio.java_conf import java_client_conf
+
+PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+# Each offset request of the driver (ListOffsets through the admin client) waits this long...
+API_TIMEOUT_MS = 5_000
+# ... and is tried again after this pause.
+RETRY_INTERVAL_MS = 1_000
+
+
+def connector_jars() -> list[str]:
+    """The connector's jars (resolved once into the geops JVM cache)."""
+    from kafkaio import jvm
+
+    return [str(j) for j in jvm.jars("spark-kafka")]
+
+
+def has_connector(conf_value: str) -> bool:
+    """Whether a ``spark.jars``/``spark.jars.packages`` value already brings the connector."""
+    return "spark-sql-kafka-0-10" in conf_value
+
+
+def retries_for(outage_limit: float) -> int:
+    """``fetchOffset.numRetries`` that keeps the driver asking for about ``outage_limit``."""
+    per_try = (API_TIMEOUT_MS + RETRY_INTERVAL_MS) / 1000
+    return max(3, math.ceil(outage_limit / per_try))
+
+
+def ride_out_s(outage_limit: float) -> float:
+    """How long the connector's own retries last before it fails a query."""
+    return retries_for(outage_limit) * (API_TIMEOUT_MS + RETRY_INTERVAL_MS) / 1000
+
+
+def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, str]:
+    """The connector's options for reading ``topic`` with the app's settings."""
+    limit = cfg["kafka.outage_limit"]
+    options = {f"kafka.{k}": v for k, v in java_client_conf(cfg.kafka_client()).items()}
+    options.update({
+        "subscribe": topic,
+        "startingOffsets": starting_offsets,
+        "failOnDataLoss": "true" if cfg["app.on_data_loss"] == "fail" else "false",
+        "includeHeaders": "false",
+        "kafka.default.api.timeout.ms": str(API_TIMEOUT_MS),
+        "kafka.request.timeout.ms": str(API_TIMEOUT_MS),
+        "fetchOffset.numRetries": str(retries_for(limit)),
+        "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
+        "kafkaConsumer.pollTimeoutMs": str(int(limit * 1000)),
+    })
+    options.setdefault("kafka.isolation.level", "read_committed")
+    if cfg["app.max_records_per_trigger"]:
+        options["maxOffsetsPerTrigger"] = str(cfg["app.max_records_per_trigger"])
+    return options
+
+
+# A query the connector failed because Kafka did not answer (timeouts of the Java client).
+_KAFKA_SILENT = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(TimeoutException|DisconnectException|"
+    r"NetworkException|NotLeaderOrFollowerException|LeaderNotAvailableException)"
+    r"|Timeout of \d+ms expired|Timed out waiting for a node assignment"
+    r"|Cannot fetch record for offset")
+# A query the connector failed because offsets it must read are gone (failOnDataLoss=true).
+_DATA_LOSS = re.compile(
+    r"(Partition [^ ]+'s offset was changed from \d+ to \d+[^\n.]*"
+    r"|Cannot fetch offset \d+[^\n]*?(?=\. |\n|$)"
+    r"|[^\n]*[Ss]ome data may have been (lost|missed)[^\n]*"
+    r"|[^\n]*OffsetOutOfRangeException[^\n]*)")
+
+
+def kafka_silent(text: str) -> bool:
+    """Whether a failed query's text says Kafka did not answer."""
+    return _KAFKA_SILENT.search(text) is not None
+
+
+def data_loss(text: str) -> str | None:
+    """The connector's one line about offsets that no longer exist, if that failed the query."""
+    found = _DATA_LOSS.search(text)
+    if found is None:
+        return None
+    line = found.group(0).strip()
+    return line[:400]
+
+
+def offsets_by_partition(offsets: Mapping[str, Mapping[str, int]], topic: str
+                         ) -> dict[str, int]:
+    """``{"<partition>": offset}`` of ``topic`` from the connector's offsets
+    (``{"<topic>": {"<partition>": offset}}``)."""
+    return {str(p): int(o) for p, o in offsets.get(topic, {}).items()}
+
+
+def describe_loss(checkpoint: str, topic: str, kafka_conf: Mapping[str, str]) -> str | None:
+    """Which offsets the query has read that ``topic`` no longer holds, in one line: for each
+    partition whose log now ends below, or starts above, where the last committed batch
+    ended. None when the checkpoint has no committed batch or Kafka does not answer."""
+    from app.offsetlog import batch_end_offsets, last_committed
+    from kafkaio.clients import KafkaUnavailable
+    from kafkaio.offsets import EndOffsets
+
+    batch = last_committed(checkpoint)
+    if batch is None:
+        return None
+    read = batch_end_offsets(checkpoint, batch)
+    probe = EndOffsets(kafka_conf, timeout=10.0)
+    try:
+        listed = probe.listed(topic, [int(p) for p in read])
+    except KafkaUnavailable:
+        return None
+    finally:
+        probe.close()
+    parts = []
+    for p, (low, high) in sorted(listed.items()):
+        at = read[str(p)]
+        if high < at:
+            parts.append(f"{topic}[{p}] now ends at {high} but the query has read to {at}")
+        elif low > at:
+            parts.append(f"{topic}[{p}] now starts at {low} but the query has read to {at}")
+    return "; ".join(parts) or None
