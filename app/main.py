@@ -98,6 +98,8 @@ def _add_connector(conf: Any) -> None:
     app`` gives spark-submit ``--jars``; ``spark-submit app/main.py`` needs ``--packages``)."""
     from app.kafka_read import connector_jars, has_connector
 
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit started the JVM: too late
+        return
     given = ",".join(conf.get(key, "") for key in ("spark.jars", "spark.jars.packages"))
     if not has_connector(given):
         conf.set("spark.jars", ",".join(filter(None, [conf.get("spark.jars", ""),

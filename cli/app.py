@@ -43,6 +43,7 @@ from pathlib import Path
 
 from app.launch import FatalWatch, spark_submit_args
 from cli.common import CommandError
+from config.exitcodes import EXIT_USAGE
 
 APP_MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 # What the app imports of this project: app and the layers below it, not the distributor
@@ -77,9 +78,15 @@ def spark_submit() -> str:
 def _run(args: argparse.Namespace) -> int:
     import config
 
+    from kafkaio.java_conf import UntranslatableSetting, java_client_conf
+
     cfg = config.from_args(args)  # validate everything before starting Spark
     if not cfg.bootstrap_servers():
         raise CommandError("no Kafka bootstrap servers configured")
+    try:  # the settings must reach Spark's Kafka connector too
+        java_client_conf(cfg.kafka_client())
+    except UntranslatableSetting as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
     argv = args.raw_argv[args.raw_argv.index("app") + 1:]
     master = cfg["spark.master"]
     env = dict(os.environ, PYSPARK_DRIVER_PYTHON=sys.executable)
@@ -90,9 +97,6 @@ def _run(args: argparse.Namespace) -> int:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         shipped = str(packages_zip(cfg.state_dir() / "py-files"))
         cmd += ["--py-files", shipped]
-        # The Python data source's planner runs in a Python worker next to the driver, with the
-        # executors' Python; --py-files does not reach it, the driver's PYTHONPATH does.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [shipped, env.get("PYTHONPATH")]))
     cmd += [*spark_submit_args(cfg), str(APP_MAIN), *argv]
     # The JVM's output passes through here, so that a fatal error in it ends in one line.
     child = subprocess.Popen(cmd, env=env, preexec_fn=_ignore_stop_signals,

@@ -49,6 +49,7 @@ class Node:
     controller_port: int
     pid: int = 0
     log: str = ""
+    sasl_port: int = 0  # a SASL_PLAINTEXT listener (PLAIN) when the broker has SASL users
 
 
 @dataclass
@@ -63,6 +64,7 @@ class BrokerInfo:
     kafka_version: str
     started_at: float
     nodes: list[Node] = field(default_factory=list)
+    sasl_address: str = ""  # bootstrap servers of the SASL_PLAINTEXT listeners, if any
 
     @property
     def pids(self) -> list[int]:
@@ -169,8 +171,11 @@ def cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def server_properties(node: Node, voters: list[Node], data_dir: Path) -> str:
-    """The ``server.properties`` of one node of a local KRaft cluster of ``len(voters)``."""
+def server_properties(node: Node, voters: list[Node], data_dir: Path,
+                      sasl_users: dict[str, str] | None = None) -> str:
+    """The ``server.properties`` of one node of a local KRaft cluster of ``len(voters)``;
+    with ``sasl_users`` (name -> password) also a SASL_PLAINTEXT listener that takes them with
+    the PLAIN mechanism."""
     n = len(voters)
     replicas = min(n, 3)
     isr = 2 if replicas >= 3 else 1
@@ -204,6 +209,14 @@ def server_properties(node: Node, voters: list[Node], data_dir: Path) -> str:
         "num.io.threads": 4,
         "log.cleaner.threads": 1,
     }
+    if sasl_users:
+        users = " ".join(f'user_{name}="{pw}"' for name, pw in sasl_users.items())
+        props["listeners"] += f",SASL_PLAINTEXT://{LISTEN_HOST}:{node.sasl_port}"
+        props["advertised.listeners"] += f",SASL_PLAINTEXT://{LISTEN_HOST}:{node.sasl_port}"
+        props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        props["sasl.enabled.mechanisms"] = "PLAIN"
+        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};")
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
@@ -236,12 +249,16 @@ def _java() -> str:
     return java
 
 
-def _plan(state_dir: Path, nodes: int, port: int) -> tuple[str, list[Node]]:
+def _plan(state_dir: Path, nodes: int, port: int, sasl: bool) -> tuple[str, list[Node]]:
     """The cluster id and nodes of this state directory: as recorded, or new."""
     layout = _layout_file(state_dir)
     if layout.exists():
         saved = json.loads(layout.read_text())
-        plan = [Node(n["node_id"], n["port"], n["controller_port"]) for n in saved["nodes"]]
+        plan = [Node(n["node_id"], n["port"], n["controller_port"],
+                     sasl_port=n.get("sasl_port", 0)) for n in saved["nodes"]]
+        if sasl and not all(n.sasl_port for n in plan):
+            raise BrokerError(f"the broker of {state_dir} was made without SASL users; "
+                              f"delete {_home(state_dir)} to make one with them")
         if len(plan) != nodes:
             raise BrokerError(
                 f"the state directory {state_dir} holds a {len(plan)}-node broker, not "
@@ -258,7 +275,9 @@ def _plan(state_dir: Path, nodes: int, port: int) -> tuple[str, list[Node]]:
         taken.add(client)
         controller = _free_other(taken)
         taken.add(controller)
-        plan.append(Node(node_id, client, controller))
+        sasl_port = _free_other(taken) if sasl else 0
+        taken.add(sasl_port)
+        plan.append(Node(node_id, client, controller, sasl_port=sasl_port))
     return cluster_id(), plan
 
 
@@ -291,8 +310,12 @@ def _format(java: str, cp: str, cid: str, props: Path) -> None:
 
 
 def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int = 1,
-          heap: str = DEFAULT_HEAP) -> tuple[BrokerInfo, bool]:
+          heap: str = DEFAULT_HEAP, sasl_users: dict[str, str] | None = None
+          ) -> tuple[BrokerInfo, bool]:
     """Start this state directory's broker (``nodes`` KRaft nodes) unless it runs already.
+
+    ``sasl_users`` (name -> password) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
+    to each node (``BrokerInfo.sasl_address``), for trying a secured client locally.
 
     Returns (info, started): ``started`` is False when every node was already running. Nodes of
     a cluster that stopped are started again on their data. ``port=0`` picks a free port for
@@ -312,11 +335,11 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
     alive = {n.node_id: n for n in (running.nodes if running else []) if pid_alive(n.pid)}
-    cid, plan = _plan(state_dir, nodes, 0 if alive else port)
+    cid, plan = _plan(state_dir, nodes, 0 if alive else port, bool(sasl_users))
     to_start = [n for n in plan if n.node_id not in alive]
     recorded = _layout_file(state_dir).exists()
     for n in to_start:
-        for p in (n.port, n.controller_port):
+        for p in filter(None, (n.port, n.controller_port, n.sasl_port)):
             _wait_port_free(p, patience=PORT_PATIENCE if recorded else 0.0)
     java = _java()
     try:
@@ -329,13 +352,15 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
     for n in to_start:
         home = _node_dir(state_dir, n.node_id)
         home.mkdir(parents=True, exist_ok=True)
-        (home / "server.properties").write_text(server_properties(n, plan, home / "data"))
+        (home / "server.properties").write_text(server_properties(n, plan, home / "data",
+                                                                  sasl_users))
     with ThreadPoolExecutor(len(to_start)) as pool:
         list(pool.map(lambda n: _format(java, cp, cid, _node_dir(state_dir, n.node_id)
                                         / "server.properties"), to_start))
     _layout_file(state_dir).write_text(json.dumps(
         {"cluster_id": cid, "nodes": [{"node_id": n.node_id, "port": n.port,
-                                       "controller_port": n.controller_port} for n in plan]}))
+                                       "controller_port": n.controller_port,
+                                       "sasl_port": n.sasl_port} for n in plan]}))
     procs = {}
     for n in to_start:
         home = _node_dir(state_dir, n.node_id)
@@ -372,8 +397,9 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
             raise BrokerError(f"the broker did not answer on {address} within {timeout:.0f} s; "
                               f"log: {log_file(state_dir, to_start[0].node_id)}")
         time.sleep(0.1)
+    sasl = ",".join(f"{LISTEN_HOST}:{n.sasl_port}" for n in plan if n.sasl_port)
     info = BrokerInfo(plan[0].pid, plan[0].port, address, plan[0].log, version, time.time(),
-                      plan)
+                      plan, sasl)
     record_file(state_dir).write_text(json.dumps(asdict(info)))
     return info, True
 

@@ -86,15 +86,29 @@ def topic_partitions(
 
 def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
     """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata."""
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err.str())
+
+    client = _make(AdminClient, client_conf(conf, {"error_cb": on_error}))
     try:
-        admin(conf).list_topics(timeout=timeout)
+        client.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise KafkaUnavailable(_explain(exc, conf.get("bootstrap.servers"))) from None
+        client.poll(0)  # serves the error callbacks the failed request queued
+        servers = conf.get("bootstrap.servers")
+        if refused:
+            raise KafkaUnavailable(
+                f"Kafka at {servers} refused the credentials: {refused[-1]}; check "
+                f"sasl.username/sasl.password (or the SSL settings) of [kafka.client] / -X"
+            ) from None
+        raise KafkaUnavailable(_explain(exc, servers)) from None
 
 
 def _explain(exc: KafkaException, servers: str | None = None) -> str:
     err = exc.args[0] if exc.args else exc
     text = err.str() if isinstance(err, KafkaError) else str(err)
     where = f" at {servers}" if servers else ""
-    return (f"cannot reach Kafka{where}: {text}. Start the embedded broker with "
+    return (f"cannot reach Kafka{where}: {text}. Start a local broker with "
             f"`geops broker start` or set --bootstrap-servers / GEOPS_BOOTSTRAP_SERVERS")

@@ -293,6 +293,13 @@ def test_an_unknown_kafka_property_is_named(files, capsys, monkeypatch):
     assert_one_line_error("topics", code, err, "no.such.property")
 
 
+def test_a_kafka_property_the_connector_cannot_take_is_named(files, capsys):
+    code, err = run(["app", "-X", "bootstrap.servers=127.0.0.1:9", "-X",
+                     "ssl.engine.location=/x.so"], capsys)
+    assert_one_line_error("app", code, err, "ssl.engine.location", "java.")
+    assert code == 2
+
+
 @pytest.mark.parametrize(("argv", "names"), [
     (["broker", "start", "--port", "99999"], ["--port", "99999"]),
     (["tail", "--topic", "x", "--max", "0"], ["--max", "0"]),
