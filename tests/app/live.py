@@ -5,11 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import config
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from geops.model import Publications, Subscriptions
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
@@ -31,8 +29,9 @@ class Phase:
 class LiveProducer:
     """Writes the publications phase by phase once the app's query has started.
 
-    The query has started when the source pinned its initial offsets in the checkpoint; from
-    then on every record the producer writes arrives while the app runs.
+    The query has started when the app wrote its ready file in the checkpoint
+    (``app.main.ready_path``); from then on every record the producer writes arrives while the
+    app runs.
     """
 
     cfg: config.Config
@@ -58,7 +57,7 @@ class LiveProducer:
 
     def _run(self) -> None:
         try:
-            marker = Path(initial_offsets_path(checkpoint_dir(self.cfg)))
+            marker = ready_path(checkpoint_dir(self.cfg))
             deadline = time.monotonic() + 180
             while not marker.exists():
                 if time.monotonic() > deadline:

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 import config
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from geops.oracle import oracle_match
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
@@ -96,7 +95,7 @@ def test_live_stream_survives_every_fault(own_broker, tmp_path, monkeypatch):
     app = Proc("app", ["app", "--master", "local[2]", "--workers", "2", "--strategy", "sPIS",
                        "--partitions", "16", "--trigger", "200ms",
                        "--max-records-per-trigger", "300"], penv, logs)
-    marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
+    marker = ready_path(checkpoint_dir(cfg))
     wait_for("the app's query to start", marker.exists, 180)
 
     c = codec()

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 import config
-from app.main import checkpoint_dir
-from app.offsetlog import initial_offsets_path
+from app.main import checkpoint_dir, ready_path
 from app.subscriptions import Prefetch, SubscriptionFeed
 from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
@@ -45,7 +44,7 @@ def test_outage_past_the_limit_ends_the_app_in_one_line(own_broker, tmp_path):
     cfg, app = _start(own_broker, tmp_path, "o-", 41, 100, 300,
                       ["--trigger", "200ms", "--outage-limit", "15s"])
     try:
-        marker = Path(initial_offsets_path(checkpoint_dir(cfg)))
+        marker = ready_path(checkpoint_dir(cfg))
         deadline = time.monotonic() + 180
         while not marker.exists():
             assert app.poll() is None and time.monotonic() < deadline, "the app did not start"
