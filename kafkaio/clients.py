@@ -4,11 +4,13 @@ Every client takes the shared settings of ``Config.kafka_client()`` (the bootstr
 every librdkafka property of ``kafka.client``: security.protocol, sasl.*, ssl.*, ...), so a
 secured cluster works everywhere.
 Misconfiguration and an unreachable cluster become ``KafkaUnavailable``/``ConfigError`` with a
-message that says what to do, never a librdkafka traceback.
+message that says what to do, never a librdkafka traceback. librdkafka's own log lines go
+through Python logging (``LIBRDKAFKA_LOG``), not straight to the process's stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +29,17 @@ class TopicMissing(KafkaUnavailable):
     """The cluster answered: the topic does not exist (an answer, not an outage)."""
 
 
+# librdkafka writes its log lines ("%3|...|FAIL|rdkafka#consumer-1| ... Connection refused") to
+# the process's stderr from its own threads, for as long as a client lives, also after the
+# broker is gone for good. Given a logger, confluent-kafka queues them and hands them to it
+# when the client is polled (consume, poll, flush): they go where the process's logging goes,
+# in its format, and a client nobody polls any more stays quiet. Warnings and errors pass (a
+# refused login, a bad certificate, a broker that does not answer); notices do not, nor debug
+# lines unless a client was given librdkafka's ``debug`` property.
+LIBRDKAFKA_LOG = logging.getLogger("geops.kafka.librdkafka")
+LIBRDKAFKA_LOG.setLevel(logging.WARNING)
+
+
 def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Shared settings, then per-client defaults/overrides (``extra`` wins)."""
     conf: dict[str, Any] = dict(base)
@@ -35,8 +48,12 @@ def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None)
 
 
 def _make(kind: type, conf: dict[str, Any]) -> Any:
+    """A client of ``kind`` logging through ``LIBRDKAFKA_LOG``; the logger is added here only,
+    so the settings passed around (and serialised) stay plain strings."""
+    if conf.get("debug"):
+        LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
     try:
-        return kind(conf)
+        return kind({"logger": LIBRDKAFKA_LOG, **conf})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ConfigError(f"invalid Kafka client setting: {exc}") from None
 
