@@ -65,6 +65,7 @@ class RepeatFilter(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """False for a line shown less than ``window`` seconds ago."""
         line = record.getMessage()
         key = _ATTEMPT.sub("", line)
         now = self._clock()

@@ -42,6 +42,7 @@ class Proc:
         self.start()
 
     def start(self) -> None:
+        """Start (again): each run logs to ``<name>-<run>.log``."""
         self.runs += 1
         log = open(self.logdir / f"{self.name}-{self.runs}.log", "w")  # noqa: SIM115
         with log:  # the child has its own copy
@@ -50,9 +51,11 @@ class Proc:
                                          start_new_session=True)
 
     def alive(self) -> bool:
+        """Whether the process still runs."""
         return self.proc is not None and self.proc.poll() is None
 
     def kill9(self) -> None:
+        """``kill -9`` the whole process group (the driver's JVM and Python workers too)."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
 
@@ -75,6 +78,7 @@ class Proc:
             self.proc.wait(30)
 
     def logs(self) -> str:
+        """Every run's log, in order."""
         return "\n".join((self.logdir / f"{self.name}-{i}.log").read_text()
                          for i in range(1, self.runs + 1))
 
@@ -117,9 +121,11 @@ class Procs:
         self.started: list[Proc] = []
 
     def app(self, env: dict[str, str], *flags: str) -> Proc:
+        """`geops app` with ``APP_FLAGS`` and ``flags``."""
         return self._add(Proc("app", ["app", *APP_FLAGS, *flags], env, self.logdir))
 
     def distributor(self, env: dict[str, str], *flags: str) -> Proc:
+        """`geops distributor` with ``DISTRIBUTOR_FLAGS`` and ``flags``."""
         return self._add(Proc("distributor", ["distributor", *DISTRIBUTOR_FLAGS, *flags], env,
                               self.logdir))
 
@@ -128,6 +134,7 @@ class Procs:
         return proc
 
     def reap(self) -> None:
+        """Kill every process started that still runs."""
         for proc in self.started:
             proc.reap()
 
@@ -155,6 +162,7 @@ class Publisher:
 
     @property
     def left(self) -> int:
+        """Publications not sent yet."""
         return len(self.records) - self.sent
 
     def publish(self, n: int, partitions: Sequence[int] | None = None) -> None:
