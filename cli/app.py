@@ -77,7 +77,6 @@ def spark_submit() -> str:
 
 def _run(args: argparse.Namespace) -> int:
     import config
-
     from kafkaio.java_conf import UntranslatableSetting, java_client_conf
 
     cfg = config.from_args(args)  # validate everything before starting Spark

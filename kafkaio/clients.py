@@ -4,13 +4,18 @@ Every client takes the shared settings of ``Config.kafka_client()`` (the bootstr
 every librdkafka property of ``kafka.client``: security.protocol, sasl.*, ssl.*, ...), so a
 secured cluster works everywhere.
 Misconfiguration and an unreachable cluster become ``KafkaUnavailable``/``ConfigError`` with a
-message that says what to do, never a librdkafka traceback.
+message that says what to do, never a librdkafka traceback. librdkafka's own log lines go
+through Python logging (``LIBRDKAFKA_LOG``), not straight to the process's stderr.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -28,6 +33,60 @@ class TopicMissing(KafkaUnavailable):
     """The cluster answered: the topic does not exist (an answer, not an outage)."""
 
 
+# librdkafka writes its log lines ("%3|...|FAIL|rdkafka#consumer-1| ... Connection refused") to
+# the process's stderr from its own threads, for as long as a client lives, also after the
+# broker is gone for good. Given a logger, confluent-kafka queues them and hands them to it
+# when the client is polled (consume, poll, flush): they go where the process's logging goes,
+# in its format, and a client nobody polls any more stays quiet. Warnings and errors pass (a
+# refused login, a bad certificate, a broker that does not answer), each line once per
+# REPEAT_WINDOW_S (a client retrying a dead broker says the same on every attempt, and one
+# not polled for a while says it all at once); librdkafka keeps its notices to itself (they
+# would only queue up in clients that are rarely polled), and its debug lines come when a
+# client is given librdkafka's ``debug`` property.
+LIBRDKAFKA_LOG = logging.getLogger("geops.kafka.librdkafka")
+LIBRDKAFKA_LOG.setLevel(logging.WARNING)
+LIBRDKAFKA_LOG_LEVEL = 4  # syslog's warning: what librdkafka passes on
+REPEAT_WINDOW_S = 30.0
+
+
+# What librdkafka adds to a failed connection's line that differs from attempt to attempt.
+_ATTEMPT = re.compile(r" \(after \d+ms in state .*\)$")
+
+
+class RepeatFilter(logging.Filter):
+    """Lets the same line through once per ``window`` seconds; the next time it is shown it
+    says how often it was left out. Lines that differ only in how long an attempt took (``(after
+    12ms in state CONNECT)``) are the same line."""
+
+    def __init__(self, window: float = REPEAT_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.window, self._clock = window, clock
+        self._shown: dict[str, list] = {}  # line -> [shown at, left out since]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a line shown less than ``window`` seconds ago."""
+        line = record.getMessage()
+        key = _ATTEMPT.sub("", line)
+        now = self._clock()
+        with self._lock:
+            seen = self._shown.get(key)
+            if seen is not None and now - seen[0] < self.window:
+                seen[1] += 1
+                return False
+            if len(self._shown) >= 1000:
+                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.window}
+            self._shown[key] = [now, 0]
+        if seen is not None and seen[1]:
+            record.msg, record.args = (f"{line} ({seen[1]} more times in the "
+                                       f"{now - seen[0]:.0f} s before)"), ()
+        return True
+
+
+LIBRDKAFKA_LOG.addFilter(RepeatFilter())
+
+
 def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Shared settings, then per-client defaults/overrides (``extra`` wins); the Java-only
     ``java.*`` settings are left out (``kafkaio.java_conf``)."""
@@ -37,8 +96,15 @@ def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None)
 
 
 def _make(kind: type, conf: dict[str, Any]) -> Any:
+    """A client of ``kind`` logging through ``LIBRDKAFKA_LOG``; the logger is added here only,
+    so the settings passed around (and serialised) stay plain strings."""
+    logging_conf: dict[str, Any] = {"logger": LIBRDKAFKA_LOG}
+    if conf.get("debug"):
+        LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
+    else:
+        logging_conf["log_level"] = LIBRDKAFKA_LOG_LEVEL
     try:
-        return kind(conf)
+        return kind({**logging_conf, **conf})
     except (KafkaException, ValueError, TypeError) as exc:
         raise ConfigError(f"invalid Kafka client setting: {exc}") from None
 

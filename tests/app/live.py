@@ -29,8 +29,9 @@ class Phase:
 class LiveProducer:
     """Writes the publications phase by phase once the app's query has started.
 
-    The query has started when the source pinned its initial offsets in the checkpoint; from
-    then on every record the producer writes arrives while the app runs.
+    The query has started when the app wrote its ready file in the checkpoint
+    (``app.main.ready_path``); from then on every record the producer writes arrives while the
+    app runs.
     """
 
     cfg: config.Config

@@ -58,7 +58,7 @@ def test_pem_files_become_pem_stores(tmp_path):
 
 def test_producer_only_settings_stay_with_librdkafka_and_unknown_ones_are_refused():
     assert java_client_conf({"linger.ms": "5", "statistics.interval.ms": "0"}) == {}
-    with pytest.raises(UntranslatableSetting, match="'ssl.engine.location'.*java.ssl"):
+    with pytest.raises(UntranslatableSetting, match=r"'ssl\.engine\.location'.*java\.ssl"):
         java_client_conf({"ssl.engine.location": "/x.so"})
 
 
