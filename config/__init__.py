@@ -397,7 +397,7 @@ def _merge_file(tree: dict[str, Any], user: Mapping[str, Any], path: Path) -> No
         if key in FREE_TABLES or key.endswith(".config"):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"config file {path}: {key} must be a table")
-            if key.endswith(".config") and key.rsplit(".", 2)[0] + ".name" not in BY_PATH:
+            if key.endswith(".config") and key.rsplit(".", 1)[0] + ".name" not in BY_PATH:
                 raise ConfigError(f"config file {path}: unknown setting '{key}'")
             merged = dict(_get(tree, key)) if _has(tree, key) else {}
             merged.update(value)

@@ -7,10 +7,12 @@ Nothing here touches Kafka, processes or the clock, so every function has a fast
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -192,6 +194,23 @@ class RateSearch:
 
 
 # -- memory ----------------------------------------------------------------------------------
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of the files below ``root`` (files that vanish meanwhile count nothing)."""
+    total = 0
+    for path in root.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
+
+
+def slope_per_minute(seconds: Sequence[float], values: Sequence[float]) -> float | None:
+    """The least-squares slope of ``values`` over time, per minute (None with < 2 points)."""
+    if len(values) < 2:
+        return None
+    return float(np.polyfit(np.asarray(seconds, float) / 60, np.asarray(values, float), 1)[0])
+
 
 def growth(values: Sequence[float], share: float = 0.2) -> dict[str, float | None]:
     """Mean of the first and of the last ``share`` of the samples, and the relative growth."""

@@ -41,10 +41,9 @@ from schemas.records import subscription_records
 GEOPS = [sys.executable, "-m", "cli.main"]
 REPO = Path(__file__).resolve().parents[2]
 Log = Callable[[str], None]
-# The publisher's linger: on the embedded broker (Tansu, memory storage) fetch cost grows with
-# the number of record batches in a partition, and 5 ms made batches of 1-3 records at these
-# rates; 50 ms keeps them tens of records (the time a record waits here counts as latency).
-LINGER_MS = 50
+# The publisher's linger: the time a record waits here counts as latency, and a few
+# milliseconds already make batches of several records at these rates.
+LINGER_MS = 5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -585,8 +584,11 @@ class Session:
                 roles["broker"] = calc.rss_kb(
                     Path(f"/proc/{self.procs.broker_pid}/status").read_text())
         sample = self.monitor.data.samples[-1] if self.monitor.data.samples else None
+        disk = {}
+        if self.procs.broker_state is not None:  # what the broker keeps on disk (its logs)
+            disk["broker_disk_mb"] = round(calc.tree_bytes(self.procs.broker_state) / 2**20, 1)
         return {"time_ms": now_ms(), "lag": sample.lag if sample else None,
-                **{f"{k}_mb": round(v / 1024, 1) for k, v in sorted(roles.items())}}
+                **{f"{k}_mb": round(v / 1024, 1) for k, v in sorted(roles.items())}, **disk}
 
     # CPU time
     def cpu_seconds(self) -> dict[str, float]:

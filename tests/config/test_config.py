@@ -26,6 +26,17 @@ def test_compacted_topics_by_default():
     assert cfg.topic("dead_letter") == "dead-letter"
 
 
+def test_a_config_file_sets_a_topics_retention_on_top_of_the_defaults(tmp_path):
+    f = tmp_path / "geops.toml"
+    f.write_text('[topics.publications]\nconfig = { "retention.ms" = "300000" }\n')
+    cfg = config.load(environ={"GEOPS_CONFIG": str(f)})
+    assert cfg["topics.publications.config"]["retention.ms"] == "300000"
+    assert cfg["topics.publications.config"]["segment.ms"] == "3600000"  # the default's
+    f.write_text('[topics.nosuch]\nconfig = { "retention.ms" = "1" }\n')
+    with pytest.raises(config.ConfigError, match="unknown setting 'topics.nosuch.config'"):
+        config.load(environ={"GEOPS_CONFIG": str(f)})
+
+
 def test_precedence_file_then_env_then_flags(tmp_path):
     f = tmp_path / "geops.toml"
     f.write_text('[distributor]\nthreshold = 0.7\nperiod = "2s"\n[topics.control]\nname = "c1"\n')
