@@ -209,6 +209,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          read_policy=policy, feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"])
+    runner.send_layout()  # delivered in the background; flushed with the first batch at the latest
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     spark.dataSource.register(KafkaSource)
     reader = (spark.readStream.format("geops-kafka").option("topic", topics.publications)
