@@ -238,7 +238,8 @@ class Feed:
                               got.named(t.matches, "Match"), int(time.time() * 1000)),
                        got.named(t.status, "DistributorStatus"),
                        got.named(t.control, "RebalanceCommand"),
-                       publication_points(got.raw[t.publications]))
+                       publication_points(got.raw[t.publications]),
+                       got.seen[t.publications])
         serious = [e for e in got.errors if e.fatal() or e.code() in SERIOUS]
         if problem is None and serious:
             problem = f"Kafka at {self.servers}: {serious[-1].str()}"

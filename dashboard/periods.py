@@ -136,6 +136,7 @@ class Collected:
     records: dict[str, list[tuple[str, dict[str, Any]]]] = field(
         default_factory=lambda: defaultdict(list))  # decoded: (schema name, record)
     raw: dict[str, list[bytes]] = field(default_factory=lambda: defaultdict(list))
+    seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # raw, kept or not
     errors: list[Any] = field(default_factory=list)  # the consumer's error events (KafkaError)
 
     def named(self, topic: str, name: str) -> list[dict[str, Any]]:
@@ -166,6 +167,7 @@ def collect(c: Any, deadline: float, clock: Callable[[], float],
                                  and msg.key() != keys[topic]):
                 continue
             if topic in raw_topics:
+                got.seen[topic] += 1
                 if len(got.raw[topic]) < raw_cap:
                     got.raw[topic].append(value)
                 continue

@@ -37,7 +37,8 @@ class Window:
 
     time_ms: int
     loads: dict[tuple[int, int], tuple[float, int]]  # (partition, worker) -> (ns, items)
-    points: np.ndarray                                # (n, 2) x, y
+    points: np.ndarray                                # (n, 2) x, y: a sample
+    publications: int                                 # publications that arrived
 
 
 def _split(timed: Sequence[tuple[int, str, str, dict]]
@@ -104,8 +105,10 @@ class View:
                 self.commands[r["epoch"]] = r
 
     def step(self, period: Period, statuses: Sequence[dict] = (),
-             commands: Sequence[dict] = (), points: np.ndarray | None = None) -> Row:
-        """Fold one period: its figures (``Follower.step``), loads, points and records."""
+             commands: Sequence[dict] = (), points: np.ndarray | None = None,
+             publications: int | None = None) -> Row:
+        """Fold one period: its figures (``Follower.step``), loads, records, and where its
+        ``publications`` (default: as many as ``points``) lay, ``points`` being a sample."""
         self.remember(period.metrics, statuses, commands)
         row = self.follower.step(period)
         if row.epoch is not None:
@@ -120,7 +123,8 @@ class View:
                 loads[(r["partition"], r["worker"])] = (ns + r["processing_ns"],
                                                          items + r["items"])
         pts = np.empty((0, 2)) if points is None else np.asarray(points, float).reshape(-1, 2)
-        self.windows.append(Window(period.time_ms, loads, pts))
+        self.windows.append(Window(period.time_ms, loads, pts,
+                                   len(pts) if publications is None else publications))
         self._forget(period.time_ms)
         return row
 
@@ -236,6 +240,7 @@ class View:
                 k: layout[k] for k in ("strategy", "partitioner", "partitions", "workers",
                                        "extent", "time")},
             "epoch": self.epoch, "workers": self.workers, "partitions": out,
+            "publications": sum(w.publications for w in self.windows),
             "points": np.round(pts, 6).tolist()}
 
     # -- series and state -----------------------------------------------------------------

@@ -168,9 +168,11 @@ function drawMap(doc) {
     }
   }
   const layout = doc.layout;
+  const drawn = hashed ? 0 : (doc.points || []).length;
   $("map-note").textContent = layout
     ? `${layout.strategy} · ${layout.partitioner}${hashed ? " (no places)" : ""} · last ` +
-      `${fmt(doc.window_s)} s: load, ${fmt((doc.points || []).length)} publications`
+      `${fmt(doc.window_s)} s: load, ${fmt(doc.publications)} publications` +
+      (drawn < doc.publications ? ` (${fmt(drawn)} drawn)` : "")
     : "";
   const workers = doc.workers || 0;
   $("owners-legend").innerHTML = Array.from({ length: workers }, (_, w) =>
@@ -180,6 +182,7 @@ function drawMap(doc) {
 // -- the time series --------------------------------------------------------------------------
 
 let S = null;          // columns of the series, x in seconds
+let windowS = 5;       // the map's window, also what the figures and rates are averaged over
 let rebalances = [];
 let historyS = 600;
 const charts = {};
@@ -230,12 +233,31 @@ function makeChart(id, series, data, yLabel) {
   charts[id] = new uPlot(opts, data, el);
 }
 
+// Rates and loads per period jump between 0 and a batch's worth when batches and periods
+// differ in length: the charts draw them as the mean over the map's window (the page's
+// figures likewise); /api/series keeps the values per period.
+function smooth(col) {
+  const out = new Array(col.length).fill(null);
+  let sum = 0;
+  let count = 0;
+  let first = 0;
+  for (let i = 0; i < col.length; i++) {
+    if (col[i] !== null && col[i] !== undefined) { sum += col[i]; count++; }
+    while (S.t[first] <= S.t[i] - windowS) {
+      if (col[first] !== null && col[first] !== undefined) { sum -= col[first]; count--; }
+      first++;
+    }
+    out[i] = count ? sum / count : null;
+  }
+  return out;
+}
+
 function chartData() {
   return {
-    "c-rates": [S.t, S.input, S.output],
+    "c-rates": [S.t, smooth(S.input), smooth(S.output)],
     "c-lag": [S.t, S.lag],
     "c-latency": [S.t, S.p50, S.p99],
-    "c-workers": [S.t, ...S.workers],
+    "c-workers": [S.t, ...S.workers.map(smooth)],
     "c-mldc": [S.t, S.mldc, S.threshold],
   };
 }
@@ -293,8 +315,6 @@ function appendRow(row) {
 }
 
 // -- the panels -------------------------------------------------------------------------------
-
-let windowS = 5;
 
 // The newest value of a column within the last windowS seconds (periods without a batch have
 // none), or the mean over that stretch for rates, so the figures do not flicker.

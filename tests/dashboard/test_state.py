@@ -175,12 +175,14 @@ def test_replay_of_nothing_recent_leaves_no_periods():
 
 def test_points_are_sampled_and_leave_with_the_window():
     v = View(APP, period_s=1.0, window_s=2.0)
-    v.step(period(1_000), points=np.ones((MAX_POINTS, 2)))
+    v.step(period(1_000), points=np.ones((MAX_POINTS, 2)), publications=5_000)
     v.step(period(2_000), points=np.zeros((10, 2)))
-    pts = v.map()["points"]
-    assert len(pts) == MAX_POINTS and [0.0, 0.0] in pts and [1.0, 1.0] in pts
+    m = v.map()
+    assert len(m["points"]) == MAX_POINTS and m["publications"] == 5_010
+    assert [0.0, 0.0] in m["points"] and [1.0, 1.0] in m["points"]
     v.step(period(3_000))
-    assert v.map()["points"] == [[0.0, 0.0]] * 10
+    m = v.map()
+    assert m["points"] == [[0.0, 0.0]] * 10 and m["publications"] == 10
 
 
 def test_problem_shows_in_the_state():
