@@ -15,6 +15,8 @@ function fmt(v, digits = 0) {
     minimumFractionDigits: digits });
 }
 
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
 function clockText(ms) { return ms ? new Date(ms).toLocaleTimeString("en-GB") : "–"; }
 
 function escapeHtml(text) {
@@ -107,17 +109,17 @@ function setOwners(cell, owners, bounds) {
   cell.outlines.forEach((o) => outlineLayer.removeLayer(o));
   cell.outlines = [];
   if (owners.length <= 1) {
-    cell.rect.setStyle({ color: owners.length ? workerColor(owners[0]) : "#999",
+    cell.rect.setStyle({ color: owners.length ? workerColor(owners[0]) : "#999", weight: 2,
       dashArray: null, dashOffset: null });
     return;
   }
   // a replicated cell: dashes of every owner's colour, one after the other
   const dash = 7;
   const gap = dash * (owners.length - 1);
-  cell.rect.setStyle({ color: workerColor(owners[0]), dashArray: `${dash} ${gap}`,
+  cell.rect.setStyle({ color: workerColor(owners[0]), weight: 3, dashArray: `${dash} ${gap}`,
     dashOffset: "0" });
   owners.slice(1).forEach((w, i) => {
-    const outline = L.rectangle(bounds, { renderer: cellRenderer, weight: 2, fill: false,
+    const outline = L.rectangle(bounds, { renderer: cellRenderer, weight: 3, fill: false,
       interactive: false, color: workerColor(w), dashArray: `${dash} ${gap}`,
       dashOffset: `${-(i + 1) * dash}`, className: "cell-outline" });
     outline.addTo(outlineLayer);
@@ -170,8 +172,8 @@ function drawMap(doc) {
   const layout = doc.layout;
   const drawn = hashed ? 0 : (doc.points || []).length;
   $("map-note").textContent = layout
-    ? `${layout.strategy} · ${layout.partitioner}${hashed ? " (no places)" : ""} · last ` +
-      `${fmt(doc.window_s)} s: load, ${fmt(doc.publications)} publications` +
+    ? `${layout.partitioner}${hashed ? " (no places)" : ""} · last ${fmt(doc.window_s)} s: ` +
+      `${fmt(doc.publications)} publications` +
       (drawn < doc.publications ? ` (${fmt(drawn)} drawn)` : "")
     : "";
   const workers = doc.workers || 0;
@@ -206,7 +208,8 @@ function markerPlugin() {
       ctx.moveTo(px, top);
       ctx.lineTo(px, top + height);
       ctx.stroke();
-      ctx.fillText(`e${r.epoch} · ${r.moves.length} moves`, px + 3 * dpr, top + 11 * dpr);
+      ctx.fillText(`e${r.epoch} · ${plural(r.moves.length, "move")}`, px + 3 * dpr,
+        top + 11 * dpr);
     }
     ctx.restore();
   }] } };
@@ -381,7 +384,7 @@ function drawRebalances(list) {
         : "not yet";
       return `<tr data-epoch="${r.epoch}"><td>${r.epoch}</td><td>${clockText(r.time_ms)}</td>` +
         `<td>${fmt(r.mldc_before, 2)} → ${fmt(r.mldc_predicted, 2)}</td>` +
-        `<td>${r.moves.length} moves${moves ? ": " + escapeHtml(moves) : ""}` +
+        `<td>${plural(r.moves.length, "move")}${moves ? ": " + escapeHtml(moves) : ""}` +
         `${reps ? "; replicated " + escapeHtml(reps) : ""}</td>` +
         `<td>${escapeHtml(applied)}</td>` +
         `<td class="reason" title="${escapeHtml(r.reason)}">${escapeHtml(r.reason)}</td></tr>`;
