@@ -35,7 +35,7 @@ def summary(batch, epoch, records=100, ends=None, app=APP, workers=2, partitions
 def load(partition, worker, ms, items=10, epoch=0, app=APP):
     return ("PartitionLoad", {"app_id": app, "batch_id": 0, "epoch": epoch,
                               "partition": partition, "worker": worker, "items": items,
-                              "processing_ns": int(ms * 1e6)})
+                              "processing_ns": int(ms * 1e6), "time": 0})
 
 
 def command(epoch, assignment, replicas=(), time=2_000, app=APP):
@@ -202,3 +202,24 @@ def test_publication_points_are_envelope_centres():
     values.append(b"not a record")
     assert publication_points(values).tolist() == [[1.0, 2.0], [2.0, 1.0]]
     assert publication_points([]).shape == (0, 2)
+
+
+def test_an_app_and_a_distributor_that_restart_are_followed_on():
+    v = View(APP)
+    v.step(period(1_000, [layout(partitions=4, time=1_000), summary(0, 0)]),
+           statuses=[status(period=40)], commands=[command(1, [0, 1, 1, 1])])
+    v.step(period(2_000, [summary(1, 1)]))
+    assert len(v.map()["partitions"]) == 4
+    # the app restarts with another P (its epoch recovered from the control topic)
+    v.step(period(3_000, [layout(partitions=2, workers=2, time=2_500), summary(2, 1,
+                                                                               partitions=2)]))
+    m = v.map()
+    assert [c["bounds"] for c in m["partitions"]] == [[0, 0, 1, 1], [1, 0, 2, 1]]
+    # epoch 1's command was for 4 partitions: the owners of the new layout come from elsewhere
+    assert [c["owners"] for c in m["partitions"]] == [[0], [1]]
+    # the distributor restarts: its periods count from 0 again, the newest status is shown
+    v.step(period(4_000), statuses=[status("waiting", period=0)])
+    assert v.state()["decision"]["period"] == 0 and v.state()["decision"]["decision"] == "waiting"
+    # an older layout read late does not replace the newer one
+    v.remember([layout(partitions=4, time=1_000)])
+    assert len(v.map()["partitions"]) == 2
