@@ -47,3 +47,12 @@ def test_hash_partitions_have_no_cells(envelopes):
     rec = layout_record("a", layout, 3, layout.partition_sizes(), 0)
     assert rec["partitioner"] == "hash" and rec["cells"] == []
     assert rec["partitions"] == 6 and len(rec["subscriptions"]) == 6
+
+
+def test_geops_tail_prints_it_on_one_line(envelopes):
+    from cli.render import to_text
+
+    layout = Layout("sPIS", envelopes, 8, "grid")
+    line = to_text("PartitionLayout", layout_record("a", layout, 2, np.arange(8) * 1000, 0))
+    assert line.startswith("layout of app a: 8 grid partitions (sPIS, 2 workers) over [")
+    assert line.endswith("subscriptions [0, 1,000, 2,000, 3,000, 4,000, 5,000, 6,000, 7,000]")
