@@ -4,9 +4,11 @@ On connecting, the metrics, status and control topics are read back for the hist
 offsets of ``now - history``, at most ``BACKFILL_LIMIT`` records a partition; the control topic
 from its beginning, so every rebalance and the epoch in force are known), and further back on
 the metrics topic until a ``PartitionLayout`` of the app turns up (the app writes one at start
-and every 30 s while it runs batches). Then one consumer follows those three topics and the
-matches and publications topics from their ends; every period its records become a
-``dashboard.periods.Period`` folded into the ``View``, and the view is published.
+and every 30 s while it runs batches); the publications topic's end offsets at up to 120 of the
+past period ends give those periods their input rate and lag. Then one consumer follows those
+three topics and the matches and publications topics from their ends; every period its
+records become a ``dashboard.periods.Period`` folded into the ``View``, and the view is
+published.
 
 Consumers read with librdkafka's defaults (``isolation.level=read_committed``). Kafka that
 cannot be reached, a topic that does not exist yet, a broker that stops answering: each is a
@@ -167,7 +169,8 @@ class Feed:
         if not any(n == "PartitionLayout" and r.get("app_id") == self.view.app_id
                    for _, kind, n, r in timed if kind == "metrics"):
             timed += self._older_layout(starts[t.metrics])
-        self.view.replay(timed, now_ms)
+        past = self._past_ends(ends[t.publications], self.view.replay_ends(timed, now_ms))
+        self.view.replay(timed, now_ms, past)
         c = consumer(self.conf)
         c.assign([TopicPartition(topic, p, ends[topic][p]) for topic in ends
                   for p in ends[topic]])
@@ -203,6 +206,32 @@ class Feed:
             return out
         finally:
             c.close()
+
+    def _past_ends(self, now_ends: Mapping[int, int], times: list[int]
+                   ) -> dict[int, dict[int, int]]:
+        """The publications topic's end offsets at each of ``times`` (ms): the offset of the
+        first record written at or after the time, or the end now when none was (Kafka answers
+        -1 for that; the embedded broker 0, told apart by the time of the newest record)."""
+        topic = self.topics.publications
+        newest = {p: -1 for p in now_ends}  # timestamp of each partition's newest record
+        for msg in read_between(self.conf, topic, {p: e - 1 for p, e in now_ends.items() if e},
+                                {p: e for p, e in now_ends.items() if e}, READ_BACK_OUTAGE_S):
+            newest[msg.partition()] = msg.timestamp()[1]
+        out: dict[int, dict[int, int]] = {}
+        c = consumer(self.conf)
+        try:
+            for t_ms in times:
+                try:
+                    answer = c.offsets_for_times(
+                        [TopicPartition(topic, p, t_ms) for p in now_ends], timeout=5.0)
+                except Exception:  # KafkaException: no answer; the past stays without
+                    break
+                out[t_ms] = {tp.partition: now_ends[tp.partition]
+                             if tp.offset < 0 or t_ms > newest[tp.partition] else tp.offset
+                             for tp in answer}
+        finally:
+            c.close()
+        return out
 
     def _older_layout(self, start: Mapping[int, int]) -> list[tuple[int, str, str, dict]]:
         """The newest PartitionLayout of the app before ``start`` on the metrics topic, read

@@ -17,8 +17,9 @@ fields are described in docs/dashboard.md.
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,12 +129,14 @@ class View:
         self._forget(period.time_ms)
         return row
 
-    def replay(self, timed: Iterable[tuple[int, str, str, dict]], now_ms: int) -> None:
+    def replay(self, timed: Iterable[tuple[int, str, str, dict]], now_ms: int,
+               topic_ends: Mapping[int, Mapping[int, int]] | None = None) -> None:
         """Fold records read back from Kafka, ``(timestamp ms, topic kind, schema name,
         record)`` with the kind ``metrics``, ``status`` or ``control``, into periods ending at
         multiples of the period (the last one at ``now_ms``), from the first record within the
-        history on; older records only into the state (``remember``). Input rate and lag of
-        these periods are unknown (the publications topic's past ends are not read back)."""
+        history on; older records only into the state (``remember``). ``topic_ends``: the
+        publications topic's end offsets at some of those period ends (``replay_ends``), from
+        which the input rate and lag of the past periods follow; elsewhere they are unknown."""
         ordered = sorted(timed, key=lambda t: t[0])
         since = now_ms - self.history_s * 1000
         old = [t for t in ordered if t[0] < since]
@@ -143,19 +146,34 @@ class View:
             self.now_ms = max(self.now_ms, now_ms)
             return
         step_ms = self.period_s * 1000
-        begin = recent[0][0] // step_ms * step_ms
-        i = 0
+        first = recent[0][0] // step_ms * step_ms
+        begin, n, i = first, 1, 0
         while begin < now_ms:
-            end = min(begin + step_ms, now_ms)
+            end = min(first + n * step_ms, now_ms)
             j = i
             while j < len(recent) and recent[j][0] <= end:
                 j += 1
             metrics, statuses, commands = _split(recent[i:j])
-            self.step(Period((end - begin) / 1000, None, metrics, (), int(end)), statuses,
+            ends = (topic_ends or {}).get(round(end))
+            self.step(Period((end - begin) / 1000, ends, metrics, (), int(end)), statuses,
                       commands)
-            i, begin = j, end
+            i, begin, n = j, end, n + 1
         self.remember(*_split(recent[i:]))  # stamped after now: another host's clock
         self.now_ms = max(self.now_ms, now_ms)
+
+    def replay_ends(self, timed: Iterable[tuple[int, str, str, dict]], now_ms: int,
+                    most: int = 120) -> list[int]:
+        """The period ends of ``replay(timed, now_ms)`` worth reading the publications topic's
+        end offsets at: every k-th, at most ``most`` of them."""
+        since = now_ms - self.history_s * 1000
+        recent = [t[0] for t in timed if since <= t[0]]
+        if not recent:
+            return []
+        step_ms = self.period_s * 1000
+        first = min(recent) // step_ms * step_ms
+        count = int((now_ms - first) // step_ms)
+        k = max(1, math.ceil(count / most))
+        return [round(first + n * step_ms) for n in range(k, count + 1, k)]
 
     def tick(self, now_ms: int) -> None:
         """Move the clock on without a period (no figures while Kafka cannot be read)."""

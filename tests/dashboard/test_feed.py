@@ -113,6 +113,36 @@ def test_reads_back_then_follows(kafka_cfg):
         assert [r["epoch"] for r in view.rebalances()] == [1, 2]
 
 
+def test_past_input_rate_and_lag_come_from_the_publications_topic(kafka_cfg):
+    create_topics(kafka_cfg.with_overrides({"topics.publications.partitions": "1"}))
+    w = Writer(kafka_cfg)
+    w.send("metrics", *with_app(summary(0, 0, records=10, ends={"0": 10})))
+    w.flush()
+    written = 0
+    for burst in (300, 300):  # written a second apart: the broker stamps when it appends
+        time.sleep(1.1)
+        for i in range(burst):
+            w.send("publications", "Publication", {
+                "id": i, "geometry": shapely.to_wkb(shapely.Point(0, 0)), "event_time": 0},
+                key=str(i))
+        w.flush()
+        written += burst
+    time.sleep(1.1)
+    w.send("metrics", *with_app(summary(1, 0, records=10, ends={"0": 20})))
+    w.flush()
+    view = View(APP, period_s=0.5, history_s=30.0)
+    with following(kafka_cfg, view) as published:
+        wait_for(lambda: published)
+        past = [r for r in view.rows if r.time_ms <= published[0]]
+        rates = [r.input_rate for r in past if r.input_rate is not None]
+        lags = [r.lag for r in past if r.lag is not None]
+        # back from before the dashboard ran: 300 in a period while they were written, none
+        # before the first burst (end 0) and after the second (end 600)
+        assert max(rates) == 300 / 0.5 and rates.count(300 / 0.5) == 2
+        assert sum(r * 0.5 for r in rates) == written
+        assert lags[0] == 0 and lags[-1] == written - 20  # the newest batch ended at 20
+
+
 def test_the_newest_layout_is_found_further_back_chunk_by_chunk(kafka_cfg):
     create_topics(kafka_cfg)
     w = Writer(kafka_cfg)

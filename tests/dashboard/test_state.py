@@ -167,6 +167,22 @@ def test_replay_bins_records_into_periods_and_keeps_older_ones_as_state():
     assert v.now_ms == now
 
 
+def test_replay_with_past_topic_ends_gives_input_rate_and_lag():
+    v = View(APP, period_s=1.0, history_s=60.0)
+    timed = [(10_200, "metrics", *summary(0, 0, records=100, ends={"0": 100})),
+             (13_500, "metrics", *summary(1, 0, records=300, ends={"0": 400}))]
+    now = 16_000
+    # at most 3 sampling points over the 6 periods: every 2nd period end
+    assert v.replay_ends(timed, now, most=3) == [12_000, 14_000, 16_000]
+    assert v.replay_ends(timed, now) == list(range(11_000, 16_001, 1_000))
+    v.replay(timed, now, {12_000: {0: 300}, 14_000: {0: 700}, 16_000: {0: 900}})
+    s = v.series()
+    assert s["time_ms"] == list(range(11_000, 16_001, 1_000))
+    # the rate over the 2 s between two samples; the first sample has none before it
+    assert s["input_rate"] == [None, None, None, 200.0, None, 100.0]
+    assert s["lag"] == [None, 200, None, 300, None, 500]
+
+
 def test_replay_of_nothing_recent_leaves_no_periods():
     v = View(APP, history_s=10.0)
     v.replay([(1_000, "metrics", *layout())], 100_000)
