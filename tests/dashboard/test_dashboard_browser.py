@@ -1,8 +1,8 @@
 """`geops dashboard` in a real browser while the app and the distributor run on a live stream.
 
-The broker (the session's), the distributor (a thread, mode dynamic with the test settings of
-``test_service_app``), the app (this process) and `geops dashboard --port 0` (a subprocess)
-run; a producer writes a skewed stream while they do. Headless Chromium (Debian's
+The broker (shared by the whole test run), the distributor (a thread, mode dynamic with the
+test settings of ``test_service_app``), the app (this process) and `geops dashboard --port 0`
+(a subprocess) run; a producer writes a skewed stream while they do. Headless Chromium (Debian's
 ``chromium`` and ``chromium-driver``, through Selenium) opens the page at 1280x720 and must
 see the map's cells coloured with live load, the series fill with live values at least once
 a second, and, after the distributor commands a rebalance, that rebalance on the page with
