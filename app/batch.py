@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from app.change_broadcasts import ChangeBroadcasts
 from app.control import ControlChannel
 from app.joins import JOIN_MODES
-from app.metrics import latency_stats
+from app.metrics import latency_stats, layout_record
 from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
 from app.static import StaticSide, by_worker
@@ -51,6 +51,9 @@ EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 FOLD_AGE_BATCHES = 20
 REBASE_KEEP_CHANGES = 3
 REBASE_ROUTER_DELTAS = 64
+# A PartitionLayout (where the static partitions lie, for maps) goes out at start and again after
+# the first batch this long since the last, so a reader of the last minutes of metrics finds one.
+LAYOUT_EVERY_S = 30.0
 
 
 @dataclass
@@ -117,6 +120,7 @@ class BatchRunner:
         self.partitions = strategy.num_partitions
         self.sender = Sender(kafka_conf, outage_limit=outage_limit)
         self.codec = codec()
+        self._layout_sent: float | None = None  # time.monotonic() of the last PartitionLayout
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process batch ``batch_id``, the Kafka records ``df`` of Spark's connector."""
@@ -305,6 +309,8 @@ class BatchRunner:
             "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
             "subscription_offsets": self.feed.offsets() if self.feed is not None else {},
             "replicas": command_fields(state.owners)[1]})
+        if self._layout_sent is None or time.monotonic() - self._layout_sent >= LAYOUT_EVERY_S:
+            self.send_layout()
         self.sender.flush()
         state.batches += 1
         state.records += records
@@ -313,6 +319,15 @@ class BatchRunner:
         log.info("batch %d epoch %d: %d records, %d items, %d matched, %d dead letters, "
                  "%.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
                  (time.perf_counter() - t0) * 1000)
+
+    def send_layout(self) -> None:
+        """Queue a PartitionLayout on the metrics topic: the cells of the static partitions and
+        their subscriptions now (what a map of the load draws; nothing else reads it)."""
+        sizes = (self.live.partition_sizes() if self.live is not None
+                 else self.strategy.partition_sizes())
+        self._send_metric("PartitionLayout", layout_record(self.app_id, self.strategy,
+                                                           self.workers, sizes, _now_ms()))
+        self._layout_sent = time.monotonic()
 
     def close(self, abandon: bool = False) -> None:
         """Release the producer; ``abandon`` after a failed query: what is still queued belongs

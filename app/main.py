@@ -258,6 +258,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          on_data_loss=cfg["app.on_data_loss"], feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"])
+    runner.send_layout()  # delivered in the background; flushed with the first batch at the latest
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     def start_query() -> Any:

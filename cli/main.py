@@ -28,6 +28,7 @@ COMMANDS = (
     "cli.generate",
     "cli.match",
     "cli.stats",
+    "cli.dashboard",
     "cli.bench",
 )
 

@@ -123,6 +123,12 @@ def to_text(name: str, r: dict[str, Any]) -> str:
         return (f"period {r['period']} epoch {r['epoch']}: MLDC {_opt(r['mldc'], '{:.2f}')} "
                 f"(threshold {r['threshold']}) loads [{loads}] -> {r['decision']}: "
                 f"{r['reason']}")
+    if name == "PartitionLayout":
+        spread = ", ".join(f"{n:,}" for n in r["subscriptions"][:12])
+        more = f", … ({len(r['subscriptions'])} in all)" if len(r["subscriptions"]) > 12 else ""
+        return (f"layout of app {r['app_id']}: {r['partitions']} {r['partitioner']} partitions "
+                f"({r['strategy']}, {r['workers']} workers) over "
+                f"[{', '.join(f'{v:g}' for v in r['extent'])}]; subscriptions [{spread}{more}]")
     if name == "DeadLetter":
         size = len(r["payload"]) if r["payload"] is not None else 0
         return (f"dead letter {r['topic']}[{r['partition']}]@{r['offset']}: {r['reason']} "

@@ -26,14 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
-import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -42,11 +40,11 @@ import config
 from cli.common import CommandError, positive_int, reachable, settings
 from config import Config, parse_duration
 from config.exitcodes import EXIT_USAGE
+from dashboard.periods import Follower, Period, Row, collect
 from distributor.mldc import mldc
 from kafkaio.clients import KafkaUnavailable, consumer
 from kafkaio.dump import by_schema
 from kafkaio.offsets import EndOffsets
-from schemas import DecodeError, codec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -194,106 +192,11 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- --follow: the arithmetic of one period, without Kafka -----------------------------------
-
-@dataclass
-class Period:
-    """What one period of `geops stats --follow` observed."""
-
-    seconds: float                          # its length
-    topic_end: Mapping[int, int] | None     # publications topic end offsets at its end, if read
-    metrics: Sequence[tuple[str, dict]] = ()  # (schema name, record) from the metrics topic
-    matches: Sequence[dict] = ()            # Match records that arrived in it
-    time_ms: int = 0                        # wall-clock time of its end
-
-
-@dataclass
-class Row:
-    """One line of `geops stats --follow`; None where the value is unknown."""
-
-    time_ms: int
-    input_rate: float | None
-    output_rate: float
-    lag: int | None
-    batches: int
-    p50_ms: float | None
-    p99_ms: float | None
-    latency_from_batches: bool  # no Match record: the batches' own latency figures
-    mldc: float | None
-    epoch: int | None
-    matches: int = 0
-
+# -- --follow: one line per period (its figures: dashboard.periods) --------------------------
 
 COLUMNS = (("time", 8), ("in/s", 9), ("out/s", 9), ("lag", 11), ("batches", 7),
            ("p50 ms", 8), ("p99 ms", 8), ("MLDC LB", 7), ("epoch", 5))
 HEADER = " ".join(f"{name:>{width}}" for name, width in COLUMNS)
-
-
-@dataclass
-class Follower:
-    """Turns the records of successive periods into rows; keeps what outlives a period (the
-    topic's previous end, the app's last batch end offsets, its epoch and worker count)."""
-
-    app_id: str
-    topic_end: Mapping[int, int] | None = None  # the end offsets when following began
-    _unsampled_s: float = 0.0                   # time since topic_end was last read
-    batch_end: dict[str, int] = field(default_factory=dict)
-    epoch: int | None = None
-    workers: int | None = None
-
-    def step(self, period: Period) -> Row:
-        app = self.app_id
-        summaries = [r for n, r in period.metrics if n == "BatchSummary" and r["app_id"] == app]
-        loads = [r for n, r in period.metrics if n == "PartitionLoad" and r["app_id"] == app]
-        for s in summaries:
-            self.epoch, self.workers = s["epoch"], s["workers"]
-            if s.get("source_end_offsets"):
-                self.batch_end = dict(s["source_end_offsets"])
-        if not summaries and loads:
-            self.epoch = loads[-1]["epoch"]
-        seconds = max(period.seconds, 1e-9)
-        self._unsampled_s += period.seconds
-        input_rate = lag = None
-        if period.topic_end is not None:
-            if self.topic_end is not None:
-                grown = sum(period.topic_end.values()) - sum(
-                    self.topic_end.get(p, 0) for p in period.topic_end)
-                input_rate = max(grown, 0) / max(self._unsampled_s, 1e-9)
-            self.topic_end, self._unsampled_s = dict(period.topic_end), 0.0
-            if self.batch_end:
-                lag = sum(max(end - self.batch_end.get(str(p), 0), 0)
-                          for p, end in period.topic_end.items())
-        matches = [m for m in period.matches if m.get("app_id", "") in (app, "")]
-        p50, p99, from_batches = _latency(matches, summaries)
-        return Row(time_ms=period.time_ms, input_rate=input_rate,
-                   output_rate=sum(s["records"] for s in summaries) / seconds, lag=lag,
-                   batches=len(summaries), p50_ms=p50, p99_ms=p99,
-                   latency_from_batches=from_batches, mldc=self._mldc(loads),
-                   epoch=self.epoch, matches=len(matches))
-
-    def _mldc(self, loads: list[dict]) -> float | None:
-        if not loads:
-            return None
-        workers = max(self.workers or 0, 1 + max(r["worker"] for r in loads))
-        per_worker = [0.0] * workers
-        for r in loads:
-            per_worker[r["worker"]] += r["processing_ns"]
-        return mldc(per_worker)
-
-
-def _latency(matches: list[dict], summaries: list[dict]
-             ) -> tuple[float | None, float | None, bool]:
-    """(p50, p99, from the batches' figures) of event time -> match time in ms."""
-    if matches:
-        ms = np.fromiter((m["match_time"] - m["event_time"] for m in matches), float,
-                         len(matches))
-        p50, p99 = np.percentile(ms, [50, 99])
-        return float(p50), float(p99), False
-    p50s = [s["latency_p50_ms"] for s in summaries if s.get("latency_p50_ms") is not None]
-    p99s = [s["latency_p99_ms"] for s in summaries if s.get("latency_p99_ms") is not None]
-    if not p50s and not p99s:
-        return None, None, False
-    return (statistics.median(p50s) if p50s else None, max(p99s) if p99s else None, True)
 
 
 def format_row(row: Row) -> str:
@@ -339,10 +242,11 @@ def follow(cfg: Config, app_id: str, *, period: float = 5.0, until_idle: float |
             began = last_active = clock()
             done = 0
             while periods is None or done < periods:
-                got_metrics, got_matches = _collect(c, matches, began + period, clock)
+                got = collect(c, began + period, clock)
                 topic_end = _topic_end(probe, pubs)
                 now = clock()
-                row = follower.step(Period(now - began, topic_end, got_metrics, got_matches,
+                row = follower.step(Period(now - began, topic_end, got.records[metrics],
+                                           got.named(matches, "Match"),
                                            int(time.time() * 1000)))
                 began = now
                 out.write(format_row(row) + "\n")
@@ -361,28 +265,6 @@ def follow(cfg: Config, app_id: str, *, period: float = 5.0, until_idle: float |
             c.close()
         probe.close()
     return 0
-
-
-def _collect(c: Any, matches_topic: str, deadline: float, clock: Callable[[], float]
-             ) -> tuple[list[tuple[str, dict]], list[dict]]:
-    """Decoded metrics records and Match records that arrive until ``deadline``."""
-    dec = codec()
-    got_metrics: list[tuple[str, dict]] = []
-    got_matches: list[dict] = []
-    while (left := deadline - clock()) > 0:
-        for msg in c.consume(1000, timeout=min(left, 0.2)):
-            if msg.error() is not None or msg.value() is None:
-                continue
-            try:
-                name, record = dec.decode(msg.value())
-            except DecodeError:
-                continue
-            if msg.topic() == matches_topic:
-                if name == "Match":
-                    got_matches.append(record)
-            else:
-                got_metrics.append((name, record))
-    return got_metrics, got_matches
 
 
 def _topic_end(probe: EndOffsets, topic: str) -> dict[int, int] | None:

@@ -124,6 +124,19 @@ def _between(low: int, high: int) -> Callable[[Any], None]:
     return check
 
 
+def _seconds_between(low: float, high: float) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low:g} s and {high:g} s, got {value:g} s")
+
+    return check
+
+
+def _nonempty(value: Any) -> None:
+    if not str(value).strip():
+        raise ValueError("must not be empty")
+
+
 def parse_memory(text: Any) -> str:
     """A JVM memory size such as 4g, 512m or 0: digits and a unit k, m, g or t."""
     m = re.fullmatch(r"\s*(\d+)\s*([kmgt])?b?\s*", str(text), re.IGNORECASE)
@@ -302,6 +315,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("distributor.stop_after_idle", "distributor", "GEOPS_DISTRIBUTOR_STOP_AFTER_IDLE",
             "--stop-after-idle", parse_duration,
             "stop once no metrics of the app arrived for this long (0 = never)"),
+    Setting("dashboard.host", "dashboard", "GEOPS_DASHBOARD_HOST", "--host", _str,
+            "address the dashboard listens on (127.0.0.1: this machine only)",
+            check=_nonempty),
+    Setting("dashboard.port", "dashboard", "GEOPS_DASHBOARD_PORT", "--port", _int,
+            "port of the dashboard (0 = any free port)", check=_between(0, MAX_PORT)),
+    Setting("dashboard.period", "dashboard", "GEOPS_DASHBOARD_PERIOD", "--period",
+            parse_duration, "the page updates once a period, and each time series gets a "
+            "point per period", check=_seconds_between(0.2, 60)),
+    Setting("dashboard.history", "dashboard", "GEOPS_DASHBOARD_HISTORY", "--history",
+            parse_duration, "how far back the time series reach (read back from Kafka at "
+            "start)", check=_seconds_between(10, 2 * 3600)),
+    Setting("dashboard.map_window", "dashboard", "GEOPS_DASHBOARD_MAP_WINDOW", "--map-window",
+            parse_duration, "the map colours each partition by its load over this last "
+            "stretch and shows its publications", check=_seconds_between(0.2, 600)),
 )
 BY_PATH = {s.path: s for s in SETTINGS}
 FREE_TABLES = ("kafka.client", "spark.conf")

@@ -41,3 +41,24 @@ export PATH="$VENV/bin:$PATH"
 export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
 cd "$ROOT"
+
+# The dashboard's browser test drives Debian's Chromium through its chromedriver (no browser is
+# downloaded at run time). Called by scripts/test: installs both when either is missing and
+# this runs as root with apt-get; otherwise says that the test will be skipped.
+ensure_chromium() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "geops: chromium not found; the dashboard's browser test will be skipped" \
+             "(install it: apt-get install chromium chromium-driver)" >&2
+        return 0
+    fi
+    echo "geops: installing chromium and chromium-driver (apt-get) for the dashboard's browser test" >&2
+    local log="$VENV/apt-chromium.log"
+    if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; } \
+            >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        echo "geops: installing chromium failed (log: $log); the dashboard's browser test will be skipped" >&2
+    fi
+}

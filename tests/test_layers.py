@@ -1,6 +1,6 @@
 """The packages form layers, and every import points down (docs/architecture.md).
 
-    cli -> bench -> app, distributor -> kafkaio, geops -> schemas, config
+    cli -> bench, dashboard -> app, distributor -> kafkaio, geops -> schemas, config
 
 A module may import its own package and any package of a lower layer, never a package of its
 own layer or of one above; imports inside functions count like any other. Each module is read
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
-    ("bench",),
+    ("bench", "dashboard"),
     ("app", "distributor"),
     ("kafkaio", "geops"),
     ("schemas", "config"),
@@ -36,6 +36,7 @@ FORBIDDEN = {
     "config": {"pyspark", "confluent_kafka"},
     "kafkaio": {"pyspark"},
     "distributor": {"pyspark"},
+    "dashboard": {"pyspark"},
 }
 
 

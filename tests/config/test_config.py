@@ -33,7 +33,7 @@ def test_a_config_file_sets_a_topics_retention_on_top_of_the_defaults(tmp_path):
     assert cfg["topics.publications.config"]["retention.ms"] == "300000"
     assert cfg["topics.publications.config"]["segment.ms"] == "3600000"  # the default's
     f.write_text('[topics.nosuch]\nconfig = { "retention.ms" = "1" }\n')
-    with pytest.raises(config.ConfigError, match="unknown setting 'topics.nosuch.config'"):
+    with pytest.raises(config.ConfigError, match=r"unknown setting 'topics\.nosuch\.config'"):
         config.load(environ={"GEOPS_CONFIG": str(f)})
 
 

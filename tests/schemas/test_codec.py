@@ -23,7 +23,8 @@ from schemas.codec import (
 from schemas.compat import _samples, backward_problem
 
 EXPECTED = {"Publication", "Subscription", "Match", "PartitionLoad", "BatchSummary",
-            "MoveReport", "RebalanceCommand", "DistributorStatus", "DeadLetter"}
+            "MoveReport", "RebalanceCommand", "DistributorStatus", "DeadLetter",
+            "PartitionLayout"}
 
 
 def crc64_avro(data: bytes) -> int:
