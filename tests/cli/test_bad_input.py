@@ -23,7 +23,7 @@ from cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = {"broker", "topics", "publish", "subscribe", "unsubscribe", "tail", "app",
-            "distributor", "generate", "match", "stats", "bench"}
+            "distributor", "generate", "match", "stats", "bench", "dashboard"}
 EMPTY = '{"type": "FeatureCollection", "features": []}'
 
 
