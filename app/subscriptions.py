@@ -62,15 +62,16 @@ class Change:
 class Prefetch:
     """Reads the subscriptions topic ahead, in a thread, from where the set stands: a batch
     takes what is already read instead of asking the broker and reading while it waits (on the
-    embedded broker ~5-90 ms per batch, ~10 % of a 500 ms batch at 1,000 changes/s). A broker
+    development broker measured at ~5-90 ms per batch, ~10 % of a 500 ms batch at 1,000
+    changes/s). A broker
     that stays away past the outage limit fails the thread, and the next ``take`` raises it."""
 
     # between looks at the end offsets, also after a look that read changes (reading again at
     # once kept the thread reading small pieces back to back under a steady stream of changes,
     # taking CPU from the batches); a change waits at most this long for the next look
     LOOK_EVERY_S = 0.05
-    # A look costs the broker as well (the embedded broker answered the end offsets in 7 ms on
-    # a short topic, 80-90 ms once in a run after a burst): between looks the thread waits at
+    # A look costs the broker as well (a broker can take tens of milliseconds to answer the end
+    # offsets after a burst): between looks the thread waits at
     # least this many times what its last ask took, so a slow broker spends at most a fifth of
     # its time answering them.
     LOOK_COST_FACTOR = 4.0

@@ -212,7 +212,7 @@ def _topic_settings() -> list[Setting]:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("kafka.bootstrap_servers", "kafka", "GEOPS_BOOTSTRAP_SERVERS", "--bootstrap-servers",
-            _str, "Kafka bootstrap servers (default: the embedded broker if running)"),
+            _str, "Kafka bootstrap servers (default: the local broker if running)"),
     Setting("kafka.outage_limit", "kafka", "GEOPS_OUTAGE_LIMIT", "--outage-limit",
             parse_duration, "how long Kafka may not answer before a process gives up "
             "(retried with back-off until then)", check=_positive),

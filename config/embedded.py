@@ -1,4 +1,4 @@
-"""Where the embedded broker of a state directory records itself, and reading that record.
+"""Where the local broker of a state directory records itself, and reading that record.
 
 `geops broker start` (``kafkaio.broker``) writes ``<state_dir>/broker/broker.json`` (pids, ports,
 address, logs, ...) and removes it when the broker stops. A command with no bootstrap servers
@@ -16,7 +16,7 @@ from typing import Any
 
 
 def record_file(state_dir: str | os.PathLike[str]) -> Path:
-    """The file in which the embedded broker of ``state_dir`` records itself."""
+    """The file in which the local broker of ``state_dir`` records itself."""
     return Path(state_dir) / "broker" / "broker.json"
 
 

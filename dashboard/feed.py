@@ -37,8 +37,7 @@ from schemas import DecodeError, codec
 
 log = logging.getLogger("geops.dashboard")
 
-# Records a partition read back at most (the embedded broker's offsets_for_times answers 0 for
-# a time after its last record, i.e. everything): the history's records, bounded.
+# Records a partition read back at most: the history's records, bounded.
 BACKFILL_LIMIT = {"metrics": 200_000, "status": 20_000, "control": 20_000}
 LAYOUT_CHUNK = 5_000        # records read at a time further back for a PartitionLayout
 LAYOUT_SCAN_LIMIT = 200_000  # ... and at most this many
@@ -211,7 +210,7 @@ class Feed:
                    ) -> dict[int, dict[int, int]]:
         """The publications topic's end offsets at each of ``times`` (ms): the offset of the
         first record written at or after the time, or the end now when none was (Kafka answers
-        -1 for that; the embedded broker 0, told apart by the time of the newest record)."""
+        -1 for that; a broker that answers 0 is told apart by the time of the newest record)."""
         topic = self.topics.publications
         newest = {p: -1 for p in now_ends}  # timestamp of each partition's newest record
         for msg in read_between(self.conf, topic, {p: e - 1 for p, e in now_ends.items() if e},

@@ -3,7 +3,7 @@
 Start-up: check that Kafka answers and the topics exist, then recover the epoch and assignment
 in force from the newest RebalanceCommand for this app on the compacted control topic (so an
 epoch is never reused after a restart), then follow the metrics topic from its *true* end
-(``kafkaio.offsets.EndOffsets``: the embedded broker's ListOffsets is wrong), because only new
+(``kafkaio.offsets.EndOffsets``), because only new
 loads matter. The app's PartitionLoad and BatchSummary records feed the engine; its MoveReports
 are logged.
 

@@ -1,4 +1,4 @@
 """Kafka plumbing shared by the app, the distributor and the CLI.
 
-Clients, topics, offsets and the embedded broker.
+Clients, topics, offsets, the local Apache Kafka and the pinned JVM artifacts.
 """

@@ -107,7 +107,7 @@ class Sender:
             self._producer = None
 
 
-PACED_LINGER_MS = 50
+PACED_LINGER_MS = 20
 
 
 def produce_encoded(client_conf: Mapping[str, str], topic: str, keys: Sequence[bytes],
@@ -137,10 +137,8 @@ def produce_records(client_conf: Mapping[str, str], topic: str, name: str,
     ``progress(n)`` hears how many were queued so far.
     """
     c = codec()
-    # A paced producer with the default 5 ms linger sends batches of a few records; on the
-    # embedded broker (memory storage) the cost of fetching grows with the number of record
-    # batches, and at ~2,000 records/s it took a whole core and stalled the app's reads
-    # (measured by geops bench live). 50 ms makes ten times fewer, larger batches.
+    # A paced producer lingers a little longer than the default, so that it sends batches of
+    # tens of records rather than a few.
     extra = {"linger.ms": PACED_LINGER_MS} if rate else {}
     sender = Sender(client_conf, rate=rate, outage_limit=outage_limit, **extra)
     for n, record in enumerate(records, 1):

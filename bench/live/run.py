@@ -147,7 +147,7 @@ class Bench:
             self.log(f"using the broker at {self.address}")
         else:
             self.address = self.procs.start_broker(self.workdir / "broker-state")
-            self.log(f"embedded broker on {self.address} (work dir {self.workdir})")
+            self.log(f"local broker on {self.address} (work dir {self.workdir})")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,7 @@
 """One physical run, done the paper's way: produce everything first, then start the app.
 
-Each run gets its own embedded broker (Tansu keeps topics in memory, so a broker per run keeps
-memory flat over hundreds of runs), its own topics and checkpoint. The distributor and the app
+Each run gets its own local broker (nothing of one run's data outlives it, over hundreds of
+runs), its own topics and checkpoint. The distributor and the app
 run as separate processes, exactly as a user runs them (`geops distributor`, `geops app`); their
 logs are kept beside the run's data.
 """

@@ -2,10 +2,8 @@
 
 A producer thread writes once the query has started, at a steady rate, then pauses and sends a
 burst; a second test keeps writing a skewed stream across a rebalance while the distributor
-runs. Every publication must be answered exactly once, with the oracle's matches. (Adding a
-partition to the topic mid-stream cannot run here: the embedded broker answers CreatePartitions
-with UNSUPPORTED_FEATURE; the planning of a new partition is covered in
-tests/app_unit/test_live_planning.py.)
+runs. Every publication must be answered exactly once, with the oracle's matches (a partition
+added mid-stream: tests/faults/test_new_partitions.py).
 """
 
 from __future__ import annotations

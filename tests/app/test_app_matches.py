@@ -1,4 +1,4 @@
-"""The app on the embedded broker and a local Spark session: matches equal the oracle, for every
+"""The app on Apache Kafka and a local Spark session: matches equal the oracle, for every
 strategy and join, with replicated partitions (issue 22) in force and changing mid-stream.
 
 Each run starts with a command on the control topic that replicates the three busiest partitions

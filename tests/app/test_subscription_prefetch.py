@@ -64,7 +64,7 @@ def test_batches_take_exactly_what_was_read_ahead_while_records_arrive(kafka_cfg
 
 
 def test_a_slow_answer_spaces_the_looks_out_and_changes_still_arrive(kafka_cfg, tmp_path):
-    """When asking the end offsets takes long (the embedded broker after a burst: 80-90 ms),
+    """When asking the end offsets takes long (the local broker after a burst: 80-90 ms),
     the thread asks less often instead of keeping the broker busy, and still reads what is
     written."""
     create_topics(kafka_cfg, ["subscriptions"])

@@ -1,5 +1,5 @@
 """`geops subscribe` of an Avro container file (as geops generate writes it) against the real
-embedded broker: the same records as from GeoJSON, bad ones rejected by index."""
+local broker: the same records as from GeoJSON, bad ones rejected by index."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`geops topics/publish/subscribe/tail` against the real embedded broker."""
+"""`geops topics/publish/subscribe/tail` against a real Apache Kafka."""
 
 from __future__ import annotations
 

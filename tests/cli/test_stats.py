@@ -157,7 +157,7 @@ def test_follow_options_need_follow(capsys):
         assert "only applies with --follow" in capsys.readouterr().err
 
 
-# -- `geops stats --follow` against the real embedded broker ----------------------------------
+# -- `geops stats --follow` against a real Apache Kafka ----------------------------------
 
 class _Lines(io.StringIO):
     """stdout that tells a producer thread when the header and each row are out."""

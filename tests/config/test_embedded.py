@@ -1,4 +1,4 @@
-"""The embedded broker's record, as the configuration reads it (no broker needed)."""
+"""The local broker's record, as the configuration reads it (no broker needed)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The dashboard's feed on the embedded broker, with records written by hand (no Spark).
+"""The dashboard's feed on Apache Kafka, with records written by hand (no Spark).
 
 Read back at start: records of the history in periods, an older PartitionLayout found further
 back, statuses of other apps left out; then records that arrive while it follows, publications

@@ -1,4 +1,4 @@
-"""The distributor service on the embedded broker, with the app played by records we produce.
+"""The distributor service on Apache Kafka, with the app played by records we produce.
 
 Covers what the engine's unit tests cannot: recovery from the control topic across restarts,
 the Kafka loop surviving bad input, idle stop, missing topics, unreachable Kafka, and the CLI

@@ -1,4 +1,4 @@
-"""The distributor service in mode adaptive on the embedded broker, the app played by records we
+"""The distributor service in mode adaptive on Apache Kafka, the app played by records we
 produce (``FakeApp``): it judges at every batch boundary, without a period D, and learns the
 move cost from the app's MoveReport."""
 

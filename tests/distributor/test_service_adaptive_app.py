@@ -1,4 +1,4 @@
-"""The adaptive distributor driving the real app (local[2], W = 2) on the embedded broker.
+"""The adaptive distributor driving the real app (local[2], W = 2) on Apache Kafka.
 
 A stream steered as in ``test_service_app`` (90 % of the items in worker 0's partitions, so
 worker 0 carries most of the processing time) but with batches whose join is a real part of

@@ -1,4 +1,4 @@
-"""The distributor service driving the real app (local[2], W = 2) on the embedded broker.
+"""The distributor service driving the real app (local[2], W = 2) on Apache Kafka.
 
 A stream steered so that 90% of its items fall in worker 0's partitions (worker 0 then carries
 about 80% of the processing time, the LB load) must trigger exactly one rebalance in dynamic

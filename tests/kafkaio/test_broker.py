@@ -1,4 +1,4 @@
-"""The embedded broker's lifecycle, through the API and the `geops broker` command."""
+"""The local broker's lifecycle, through the API and the `geops broker` command."""
 
 from __future__ import annotations
 
