@@ -139,8 +139,7 @@ def starting(status: dict) -> bool:
     """Whether a streaming query is still starting, before its first trigger.
 
     Spark reports "Initializing sources" while it starts the query; on a busy machine that alone
-    takes seconds (the Python source starts in a worker of its own). An app that counted that
-    time as idle stopped before its first batch.
+    takes seconds. An app that counted that time as idle stopped before its first batch.
     """
     return status["message"].startswith("Initializing")
 
