@@ -128,11 +128,14 @@ def add_app_arguments(a: argparse._ArgumentGroup) -> None:
 
 def kafka_settings(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
     """The bootstrap servers given on the command line (None: start a broker) and the other
-    librdkafka settings, from the options only (not the GEOPS_* environment)."""
+    librdkafka settings, from the options only (not the GEOPS_* environment); a --config file
+    is handed on to every process the benchmark starts (GEOPS_CONFIG)."""
     import os
 
     cfg = config.from_args(args, environ={k: v for k, v in os.environ.items()
                                           if not k.startswith("GEOPS_")})
+    if args.config:  # every process the benchmark starts reads the same file (e.g. topics)
+        os.environ["GEOPS_CONFIG"] = str(Path(args.config).resolve())
     props = dict(cfg.kafka_client())
     props.pop("bootstrap.servers", None)
     return (args.cfg__kafka__bootstrap_servers or None,
