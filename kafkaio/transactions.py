@@ -11,6 +11,7 @@ fails), and a transaction it left open is aborted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -32,6 +33,11 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 # Each blocking transactional call waits this long before it is tried again (librdkafka
 # answers a call that timed out with a retriable error).
 CALL_TIMEOUT_S = 10.0
+
+
+class Aborted(KafkaUnavailable):
+    """The transaction had to be aborted (a record could not be written, the broker lost its
+    state of it): nothing of it is visible, the unit may be written again."""
 
 
 class Fenced(KafkaUnavailable):
@@ -107,6 +113,7 @@ class TransactionalSender(Sender):
     def begin(self) -> None:
         self._producer.begin_transaction()
         self.open = True
+        self.failed, self.first_error = 0, None  # what an aborted transaction lost is gone
 
     def commit(self, topic: str, offsets: Mapping[int, int], marker: Marker) -> None:
         """Commit the open transaction with ``offsets`` of ``topic`` and ``marker``."""
@@ -124,15 +131,30 @@ class TransactionalSender(Sender):
                                    f"{self.first_error}")
 
     def abort(self, timeout: float = CALL_TIMEOUT_S) -> None:
-        """Abort the open transaction (a restart would abort it too: init_transactions)."""
-        if self.open:
-            self.open = False
-            self._producer.abort_transaction(timeout)
+        """Abort the open transaction (a restart would abort it too: init_transactions),
+        waiting up to ``timeout`` for each try while the broker does not answer."""
+        if not self.open:
+            return
+        outage = Outage(self._servers, self._limit)
+        while True:
+            try:
+                self._producer.abort_transaction(timeout)
+                break
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if not err.retriable():
+                    raise self._failure("aborting the transaction", err) from None
+                outage.failed(f"aborting the transaction: {err.str()}")
+        self.open = False
 
     def close(self, timeout: float | None = None) -> None:
+        """Release the producer; an open transaction is aborted with one try of ``timeout``
+        (a restart's init_transactions aborts it otherwise)."""
         try:
             if self.open:
-                self.abort(timeout or CALL_TIMEOUT_S)
+                self.open = False
+                with contextlib.suppress(KafkaException):
+                    self._producer.abort_transaction(timeout or CALL_TIMEOUT_S)
         finally:
             self._group.close()
             self._producer = None
@@ -145,20 +167,25 @@ class TransactionalSender(Sender):
                 result = call()
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
-                if err.fatal() or err.code() in _FENCED:
-                    raise Fenced(
-                        f"transactional id {self.txn_id}: {err.str()}; another process of "
-                        f"this app (same app id and topics) has taken over") from None
-                if err.txn_requires_abort():
+                if err.txn_requires_abort() and not _fenced(err):
                     self.abort()
-                    raise KafkaUnavailable(f"{what}: {err.str()}; the transaction was aborted "
-                                           f"and the batch is run again") from None
-                if not err.retriable():
-                    raise KafkaUnavailable(f"{what}: {err.str()}") from None
+                    raise Aborted(f"{what}: {err.str()}; the transaction was aborted") from None
+                if not err.retriable() or _fenced(err):
+                    raise self._failure(what, err) from None
                 outage.failed(f"{what}: {err.str()}")
                 continue
             outage.ok()
             return result
+
+    def _failure(self, what: str, err: KafkaError) -> KafkaUnavailable:
+        if _fenced(err):
+            return Fenced(f"transactional id {self.txn_id}: {err.str()}; another process of "
+                          f"this app (same app id and topics) has taken over")
+        return KafkaUnavailable(f"{what}: {err.str()}")
+
+
+def _fenced(err: KafkaError) -> bool:
+    return err.fatal() or err.code() in _FENCED
 
 
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
