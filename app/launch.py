@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from app.faults import KILL_VAR
 from config import Config
 from config.exitcodes import EXIT_FATAL
 
@@ -88,6 +89,8 @@ class Fatal:
                     f"--max-records-per-trigger")
         if self.kind == "minimum-heap":
             return f"{where} has less memory than Spark needs ({self.cause}); raise {driver}"
+        if self.kind == "killed" and os.environ.get(KILL_VAR):
+            return f"{where} was killed ({self.cause}) by the injected fault {KILL_VAR}"
         if self.kind == "killed":
             return (f"{where} was killed ({self.cause}), most likely by the kernel when the "
                     f"machine ran out of memory; lower {driver} or load fewer subscriptions")
