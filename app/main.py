@@ -214,7 +214,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
                          read_policy=policy, feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
-                         fold_bytes=cfg["app.fold_bytes"])
+                         fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     spark.dataSource.register(KafkaSource)
