@@ -304,7 +304,6 @@ class BatchRunner:
         self._kill("mid-write", batch_id)
         write_ms = (time.perf_counter() - t_write) * 1000
         ended = _now_ms()
-        end_offsets = batch_end_offsets(self.checkpoint, batch_id)
         self._send_metric(batch_id, "BatchSummary", {
             "app_id": self.app_id, "batch_id": batch_id, "epoch": state.epoch,
             "strategy": self.strategy.name, "join": self.join_mode, "workers": self.workers,
@@ -314,10 +313,10 @@ class BatchRunner:
             "join_stage_ms": busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
             "latency_mean_ms": mean,
             "latency_p50_ms": p50, "latency_p99_ms": p99,
-            "source_end_offsets": end_offsets,
+            "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
             "subscription_offsets": self.feed.offsets() if self.feed is not None else {},
-            "replicas": command_fields(state.owners)[1]})
-        self.output.finish(batch_id, end_offsets)
+            "replicas": command_fields(state.owners)[1]}, self.output.headers(batch_id))
+        self.output.finish(batch_id)
         self._kill("after-commit", batch_id)
         state.batches += 1
         state.records += records
@@ -333,9 +332,10 @@ class BatchRunner:
         open transaction is aborted)."""
         self.output.close(abandon)
 
-    def _send_metric(self, batch_id: int, name: str, record: dict[str, Any]) -> None:
+    def _send_metric(self, batch_id: int, name: str, record: dict[str, Any],
+                     headers: list | None = None) -> None:
         self.output.open(batch_id).send(self.topics.metrics, self.codec.encode(name, record),
-                                        key=self.app_id.encode())
+                                        key=self.app_id.encode(), headers=headers)
 
 
 def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.ndarray]

@@ -1,16 +1,15 @@
 """How a micro-batch's output reaches Kafka: exactly-once or at-least-once (``app.delivery``).
 
 Both give ``open(batch_id)``: the producer to send the batch's records with (no extra Python
-call per record), and ``finish(batch_id, end_offsets)`` once they are all sent, before
-``foreachBatch`` returns and Spark commits the batch.
+call per record), ``headers(batch_id)`` for the batch's summary, and ``finish(batch_id)`` once
+they are all sent, before ``foreachBatch`` returns and Spark commits the batch.
 
 - ``at-least-once``: a plain idempotent producer; ``finish`` flushes. A batch that Spark runs
   again after a crash sends its records again.
 - ``exactly-once``: one Kafka transaction per batch (``kafkaio.transactions``) holding its
-  matches, metrics, batch summary and a marker (this query's id and the batch id, committed as
-  the group offsets of the publications topic). ``written(batch_id)`` says whether the marker
-  already covers the batch: a batch Spark runs again after the transaction committed is not
-  written again.
+  matches, metrics and batch summary; the summary carries a marker (transactional id, this
+  query's id, the batch id) in a header. ``written(batch_id)`` says whether a batch that Spark
+  runs again after a restart was already committed: then it is not written again.
 """
 
 from __future__ import annotations
@@ -18,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafkaio.clients import KafkaUnavailable, consumer, topic_partitions
+from kafkaio.clients import KafkaUnavailable
 from kafkaio.sender import Sender
-from kafkaio.transactions import Marker, TransactionalSender, transactional_id
+from kafkaio.transactions import Marker, TransactionalSender, last_marker, transactional_id
 
 log = logging.getLogger("geops.app")
 
@@ -40,6 +40,15 @@ def query_id(checkpoint: str) -> str:
         raise RuntimeError(f"no query id in {path}: {exc}") from None
 
 
+def planned_before(checkpoint: str, batch_id: int, since: float) -> bool:
+    """Whether Spark planned batch ``batch_id`` (wrote its offsets) before ``since``: a batch
+    run again after a restart, which the previous process may have written."""
+    try:
+        return (Path(checkpoint) / "offsets" / str(batch_id)).stat().st_mtime < since
+    except OSError:
+        return False
+
+
 class AtLeastOnce:
     """Flush before the batch returns; a replayed batch writes again."""
 
@@ -52,7 +61,10 @@ class AtLeastOnce:
     def open(self, batch_id: int) -> Sender:
         return self.sender
 
-    def finish(self, batch_id: int, end_offsets: Mapping[str, int]) -> None:
+    def headers(self, batch_id: int) -> list[tuple[str, bytes]] | None:
+        return None
+
+    def finish(self, batch_id: int) -> None:
         self.sender.flush()
 
     def close(self, abandon: bool = False) -> None:
@@ -65,52 +77,51 @@ class AtLeastOnce:
 
 
 class ExactlyOnce:
-    """One transaction per batch with a marker of the batch; a committed batch is not
-    written again."""
+    """One transaction per batch, its summary marked; a committed batch is not written
+    again."""
 
     def __init__(self, kafka_conf: Mapping[str, str], outage_limit: float, *, app_id: str,
                  checkpoint: str, publications: str, outputs: tuple[str, ...]):
+        self.started = time.time()  # batches planned before were planned by another process
         self.txn_id = transactional_id(app_id, publications, *outputs)
         self.sender = TransactionalSender(kafka_conf, self.txn_id, outage_limit)
         self.checkpoint = checkpoint
-        self.publications = publications
+        self.marker_topic = outputs[-1]
         self._conf = kafka_conf
+        self._limit = outage_limit
         self._query: str | None = None
         self._last: Marker | None = None
         log.info("exactly-once output: transactional id %s", self.txn_id)
 
-    def _load(self) -> str:
-        """This query's id and the last batch committed for it (read once)."""
+    def written(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` is already committed: only a batch planned before this process
+        started can be; for the first such batch the newest marker is read back (read
+        committed) from the marker topic."""
         if self._query is None:
             self._query = query_id(self.checkpoint)
-            probe = consumer(self._conf)
-            try:
-                parts = topic_partitions(probe, self.publications)
-            finally:
-                probe.close()
-            self._last = self.sender.last_marker(self.publications, parts)
-            if self._last is not None:
-                same = "this query" if self._last.query == self._query else "another query"
-                log.info("last batch committed to Kafka by %s: %d", same, self._last.batch)
-        return self._query
-
-    def written(self, batch_id: int) -> bool:
-        query = self._load()
+            if planned_before(self.checkpoint, batch_id, self.started):
+                self._last = last_marker(self._conf, self.marker_topic, self.txn_id,
+                                         self._limit)
+                log.info("batch %d is run again after a restart; the last batch committed "
+                         "to Kafka: %s", batch_id, "none" if self._last is None else
+                         f"{self._last.batch}" + ("" if self._last.query == self._query
+                                                  else " (of another query)"))
         last = self._last
-        return last is not None and last.query == query and batch_id <= last.batch
+        return last is not None and last.query == self._query and batch_id <= last.batch
 
     def open(self, batch_id: int) -> Sender:
         if not self.sender.open:
             self.sender.begin()
         return self.sender
 
-    def finish(self, batch_id: int, end_offsets: Mapping[str, int]) -> None:
-        if not self.sender.open:
-            self.sender.begin()
-        marker = Marker(self._load(), batch_id)
-        self.sender.commit(self.publications, {int(p): o for p, o in end_offsets.items()},
-                           marker)
-        self._last = marker
+    def headers(self, batch_id: int) -> list[tuple[str, bytes]]:
+        """The marker of ``batch_id``, for the batch's summary on the marker topic."""
+        assert self._query is not None, "written() is asked first"
+        return Marker(self.txn_id, self._query, batch_id).header()
+
+    def finish(self, batch_id: int) -> None:
+        self.open(batch_id)
+        self.sender.commit()
 
     def close(self, abandon: bool = False) -> None:
         """Release the producer; an open transaction is aborted (a restart would too)."""

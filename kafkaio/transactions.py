@@ -1,12 +1,17 @@
 """Output that becomes visible all at once or not at all: one Kafka transaction per unit.
 
-KIP-98 transactions with the KIP-447 way of recording progress: the records of a unit and a
-*marker* (offsets committed for a consumer group named like the transactional id, with the
-unit's number in the offsets' metadata) are committed in one transaction. A ``read_committed``
-consumer sees either all of it or none of it, and the marker tells a restarted producer which
+KIP-98 transactions: the records of a unit are written in one transaction, and one of them
+carries a *marker* in a record header (``MARKER_HEADER``: the transactional id, a query id and
+the unit's number). A ``read_committed`` consumer sees either all of the unit or none of it,
+so the newest marker it finds is the last unit committed, and tells a restarted producer which
 units are already in Kafka. ``init_transactions`` with the same ``transactional.id`` bumps the
 producer epoch: an older producer still alive (a zombie) is fenced (its next send or commit
 fails), and a transaction it left open is aborted.
+
+KIP-447 would record progress as consumer-group offsets committed in the transaction
+(``send_offsets_to_transaction``), but librdkafka's call ignores its timeout while the group
+coordinator is unavailable (librdkafka issues 5456, 5511): after a broker restart it blocked
+the app for good. A record header needs nothing beyond the produce path.
 """
 
 from __future__ import annotations
@@ -20,19 +25,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message
 
-from kafkaio.clients import KafkaUnavailable, consumer
+from kafkaio.clients import KafkaUnavailable
+from kafkaio.offsets import EndOffsets, read_between
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage
 from kafkaio.sender import Sender
 
 log = logging.getLogger("geops.kafka")
 
+MARKER_HEADER = "geops-batch"
 # The broker's default transaction.max.timeout.ms (15 minutes) caps a transaction's timeout.
 MAX_TRANSACTION_TIMEOUT_MS = 900_000
 # Each blocking transactional call waits this long before it is tried again (librdkafka
 # answers a call that timed out with a retriable error).
 CALL_TIMEOUT_S = 10.0
+# Records read per step when looking for the newest marker from the end of a partition.
+SCAN_WINDOW = 2000
 
 
 class Aborted(KafkaUnavailable):
@@ -59,31 +68,64 @@ def transactional_id(app_id: str, *topics: str) -> str:
 
 @dataclass(frozen=True)
 class Marker:
-    """The last committed unit: the query (a Spark query id) and its batch id."""
+    """A committed unit: the producer's transactional id, the query (a Spark query id) and
+    its batch id."""
 
+    txn: str
     query: str
     batch: int
 
-    def encode(self) -> str:
-        return json.dumps({"query": self.query, "batch": self.batch}, separators=(",", ":"))
+    def header(self) -> list[tuple[str, bytes]]:
+        """The record header that carries this marker."""
+        value = {"txn": self.txn, "query": self.query, "batch": self.batch}
+        return [(MARKER_HEADER, json.dumps(value, separators=(",", ":")).encode())]
 
     @staticmethod
-    def decode(text: str | None) -> Marker | None:
-        try:
-            found = json.loads(text or "")
-            return Marker(str(found["query"]), int(found["batch"]))
-        except (ValueError, KeyError, TypeError):
-            return None
+    def of(msg: Message) -> Marker | None:
+        """The marker in a record's headers, if it has one."""
+        for key, value in msg.headers() or ():
+            if key != MARKER_HEADER:
+                continue
+            try:
+                found = json.loads(value or b"")
+                return Marker(str(found["txn"]), str(found["query"]), int(found["batch"]))
+            except (ValueError, KeyError, TypeError):
+                return None
+        return None
+
+
+def last_marker(client_conf: Mapping[str, str], topic: str, txn: str,
+                outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> Marker | None:
+    """The newest marker of transactional id ``txn`` on ``topic``, as a read_committed reader
+    sees it: each partition is read backwards from its end in steps of ``SCAN_WINDOW``
+    records until one holds a marker of ``txn``."""
+    probe = EndOffsets(client_conf)
+    try:
+        listed = probe.listed(topic, probe.partitions(topic))
+    finally:
+        probe.close()
+    newest: Marker | None = None
+    for p, (low, high) in sorted(listed.items()):
+        hi = high
+        while hi > low:
+            lo = max(low, hi - SCAN_WINDOW)
+            found = [m for m in (Marker.of(msg) for msg in read_between(
+                client_conf, topic, {p: lo}, {p: hi}, outage_limit)) if m and m.txn == txn]
+            if found:
+                if newest is None or found[-1].batch > newest.batch:
+                    newest = found[-1]
+                break
+            hi = lo
+    return newest
 
 
 class TransactionalSender(Sender):
-    """A ``Sender`` whose records are written in transactions.
+    """A ``Sender`` whose records are written in transactions: ``begin()``, ``send()`` the
+    records (one of them with a marker header), ``commit()``.
 
-    ``begin()``, ``send()`` the records, then ``commit(marker_topic, offsets, marker)``:
-    offsets of ``marker_topic`` and the marker in their metadata are committed for the group
-    named by the transactional id, in the same transaction. A broker that does not answer is
-    waited for up to the outage limit; an error that requires it aborts the transaction;
-    ``Fenced`` when a newer producer took the identity over.
+    A broker that does not answer is waited for up to the outage limit; an error that
+    requires it aborts the transaction (``Aborted``); ``Fenced`` when a newer producer took
+    the identity over.
     """
 
     def __init__(self, client_conf: Mapping[str, str], txn_id: str,
@@ -95,34 +137,18 @@ class TransactionalSender(Sender):
         self.txn_id = txn_id
         self._servers = str(client_conf.get("bootstrap.servers", "?"))
         self._limit = outage_limit
-        self._group = consumer(client_conf, group_id=txn_id)
         self.open = False
         # Fences any older producer of this id and aborts the transaction it left open.
         self._call(lambda: self._producer.init_transactions(CALL_TIMEOUT_S),
                    "initialising transactions")
-
-    def last_marker(self, topic: str, partitions: list[int]) -> Marker | None:
-        """The marker of the newest committed transaction, read back from the group's offsets
-        (a ``read_committed`` consumer's offset fetch waits for pending ones: KIP-447)."""
-        tps = [TopicPartition(topic, p) for p in partitions]
-        got = self._call(lambda: self._group.committed(tps, timeout=CALL_TIMEOUT_S),
-                         "reading the last committed batch")
-        found = [m for m in (Marker.decode(tp.metadata) for tp in got if tp.offset >= 0) if m]
-        return max(found, key=lambda m: m.batch, default=None)
 
     def begin(self) -> None:
         self._producer.begin_transaction()
         self.open = True
         self.failed, self.first_error = 0, None  # what an aborted transaction lost is gone
 
-    def commit(self, topic: str, offsets: Mapping[int, int], marker: Marker) -> None:
-        """Commit the open transaction with ``offsets`` of ``topic`` and ``marker``."""
-        meta = marker.encode()
-        tps = [TopicPartition(topic, p, o, metadata=meta) for p, o in sorted(offsets.items())]
-        group = self._group.consumer_group_metadata()
-        self._call(lambda: self._producer.send_offsets_to_transaction(tps, group,
-                                                                      CALL_TIMEOUT_S),
-                   "adding the batch marker to the transaction")
+    def commit(self) -> None:
+        """Commit the open transaction: flush its records, then end it."""
         self._call(lambda: self._producer.commit_transaction(CALL_TIMEOUT_S),
                    "committing the transaction")
         self.open = False
@@ -150,14 +176,11 @@ class TransactionalSender(Sender):
     def close(self, timeout: float | None = None) -> None:
         """Release the producer; an open transaction is aborted with one try of ``timeout``
         (a restart's init_transactions aborts it otherwise)."""
-        try:
-            if self.open:
-                self.open = False
-                with contextlib.suppress(KafkaException):
-                    self._producer.abort_transaction(timeout or CALL_TIMEOUT_S)
-        finally:
-            self._group.close()
-            self._producer = None
+        if self.open:
+            self.open = False
+            with contextlib.suppress(KafkaException):
+                self._producer.abort_transaction(timeout or CALL_TIMEOUT_S)
+        self._producer = None
 
     def _call(self, call: Any, what: str) -> Any:
         """``call()`` retried while Kafka does not answer; an abortable error aborts."""
@@ -184,8 +207,8 @@ class TransactionalSender(Sender):
         return KafkaUnavailable(f"{what}: {err.str()}")
 
 
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
 def _fenced(err: KafkaError) -> bool:
     return err.fatal() or err.code() in _FENCED
-
-
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
