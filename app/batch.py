@@ -250,8 +250,6 @@ class BatchRunner:
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
                out: list[tuple], moved: dict[str, Any] | None = None) -> None:
         self._kill("before-write", batch_id)
-        if moved is not None:
-            self._send_metric(batch_id, "MoveReport", moved)
         state = self.state
         partials: list[PartialMatches] = []
         known_keys, known_ids, known_times = [], [], []
@@ -264,6 +262,8 @@ class BatchRunner:
         for rec in out:
             if isinstance(rec, Stopped):
                 raise EXPECTED_FAILURES[rec.kind](rec.message)
+        if moved is not None:
+            self._send_metric(batch_id, "MoveReport", moved)
         for rec in out:
             if isinstance(rec, Matched):
                 partials.append(rec.partial)
