@@ -2,13 +2,14 @@
 
 Runs on the driver as the ``foreachBatch`` function. All spatial work happens in tasks
 (``app.tasks``); the driver merges partial results with NumPy and writes the outputs. Matches and
-metrics are flushed before the function returns, so Spark only commits the batch's offsets after
-its matches are in Kafka: at-least-once, and a replayed batch writes the same records again.
+metrics are in Kafka before the function returns, so Spark only commits the batch's offsets after
+its output: at-least-once (a replayed batch writes the same records again), or exactly-once
+(one transaction per batch; a replayed batch whose transaction committed is not written again):
+``app.delivery``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from pyspark.sql import DataFrame
 
 from app.change_broadcasts import ChangeBroadcasts
 from app.control import ControlChannel
+from app.delivery import batch_output
+from app.faults import KillPoint
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats, layout_record
 from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
@@ -30,9 +33,8 @@ from app.subscriptions import SubscriptionFeed
 from app.tasks import JoinContext, RouteContext, decode_route_rows, join
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
-from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, KafkaOutage
-from kafkaio.sender import Sender
+from kafkaio.transactions import Aborted
 from schemas import codec
 from schemas.assignment import Owners, command_fields
 from schemas.match_encoder import encode_matches
@@ -49,6 +51,9 @@ EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
 # the replicated router is sent anew (its deltas are applied once per process, so they cost
 # little while pending; a new router over every subscription costs seconds at 1M).
 FOLD_AGE_BATCHES = 20
+# An aborted transaction (exactly-once) leaves nothing of the batch visible; its output, still
+# in memory, is written again up to this many times before the batch fails.
+WRITE_ATTEMPTS = 3
 REBASE_KEEP_CHANGES = 3
 REBASE_ROUTER_DELTAS = 64
 # A PartitionLayout (where the static partitions lie, for maps) goes out at start and again after
@@ -96,7 +101,7 @@ class BatchRunner:
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
                  outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
-                 fold_bytes: int):
+                 fold_bytes: int, delivery: str = "at-least-once"):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -118,8 +123,12 @@ class BatchRunner:
         self.shipped = ChangeBroadcasts(static.sc)  # the pending changes, once each
         self.disjoint = live.disjoint_ids() if live is not None else strategy.disjoint_ids()
         self.partitions = strategy.num_partitions
-        self.sender = Sender(kafka_conf, outage_limit=outage_limit)
+        self.output = batch_output(delivery, kafka_conf, outage_limit,
+                                   app_id=app_id, checkpoint=checkpoint,
+                                   publications=topics.publications,
+                                   outputs=(topics.matches, topics.metrics))
         self.codec = codec()
+        self._kill = KillPoint.from_env()
         self._layout_sent: float | None = None  # time.monotonic() of the last PartitionLayout
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -130,10 +139,11 @@ class BatchRunner:
         finally:
             self.state.busy = False
 
-    def _apply_control(self, batch_id: int) -> None:
+    def _apply_control(self, batch_id: int) -> dict[str, Any] | None:
+        """Apply a new command; its MoveReport, which goes out with the batch's output."""
         cmd = self.control.poll(self.state.epoch)
         if cmd is None:
-            return
+            return None
         move = self.static.apply(cmd.owners, cmd.epoch)
         self.state.epoch = cmd.epoch
         self.state.owners = list(cmd.owners)
@@ -142,10 +152,9 @@ class BatchRunner:
                  "bytes, %.0f ms), %d copies dropped; %s", cmd.epoch, batch_id,
                  len(move.partitions), move.bytes, move.duration_ms, len(move.dropped),
                  f"replicated {_owners_text(replicated)}" if replicated else "no replicas")
-        self._send_metric("MoveReport", {
-            "app_id": self.app_id, "batch_id": batch_id, "epoch": cmd.epoch,
-            "partitions_moved": move.partitions, "bytes": move.bytes,
-            "duration_ms": move.duration_ms, "time": _now_ms()})
+        return {"app_id": self.app_id, "batch_id": batch_id, "epoch": cmd.epoch,
+                "partitions_moved": move.partitions, "bytes": move.bytes,
+                "duration_ms": move.duration_ms, "time": _now_ms()}
 
     def _apply_subscriptions(self, batch_id: int) -> None:
         """The subscription changes recorded for this batch, applied incrementally."""
@@ -201,10 +210,16 @@ class BatchRunner:
     def _run(self, batch_id: int, df: DataFrame) -> None:
         started = _now_ms()
         t0 = time.perf_counter()
-        self._apply_control(batch_id)
+        written = self.output.written(batch_id)
+        moved = self._apply_control(batch_id)
         self._apply_subscriptions(batch_id)
         self._fold(batch_id)
         state = self.state
+        if written:  # run again after a crash that followed its transaction's commit
+            log.info("batch %d: its output was committed to Kafka before a restart; not "
+                     "written again", batch_id)
+            state.last_input = time.monotonic()
+            return
         live = self.live
         if live is not None:  # the changes folded away are no longer needed by any task
             self.shipped.retire(live.pending, live.router_pending)
@@ -226,7 +241,16 @@ class BatchRunner:
                   .partitionBy(self.workers, by_worker))
         joined = self.static.for_batch().union(stream)
         out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
-        self._write(batch_id, started, t0, (time.perf_counter() - t0) * 1000, out)
+        job_ms = (time.perf_counter() - t0) * 1000
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                self._write(batch_id, started, t0, job_ms, out, moved)
+                return
+            except Aborted as exc:  # nothing of it is visible: write it again
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
+                            attempt + 1, WRITE_ATTEMPTS)
 
     def _report_lost(self, batch_id: int) -> None:
         """With ``--on-data-loss continue`` the connector skips the offsets of a partition that
@@ -244,12 +268,14 @@ class BatchRunner:
                       f"truncated; offsets {end}..{start} of the old log and those below "
                       f"{end} of the new one are skipped (--on-data-loss continue)")
             log.warning("%s", reason)
-            self.sender.send(self.topics.dead_letter, self.codec.encode("DeadLetter", {
-                "topic": topic, "partition": partition, "offset": end, "reason": reason,
-                "key": None, "payload": None, "time": now, "app_id": self.app_id}))
+            record = {"topic": topic, "partition": partition, "offset": end, "reason": reason,
+                      "key": None, "payload": None, "time": now, "app_id": self.app_id}
+            self.output.open(batch_id).send(self.topics.dead_letter,
+                                            self.codec.encode("DeadLetter", record))
 
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
-               out: list[tuple]) -> None:
+               out: list[tuple], moved: dict[str, Any] | None = None) -> None:
+        self._kill("before-write", batch_id)
         state = self.state
         partials: list[PartialMatches] = []
         known_keys, known_ids, known_times = [], [], []
@@ -259,6 +285,8 @@ class BatchRunner:
         records = dead = 0
         busiest_ns = 0
         sizes: dict[int, int] = {}
+        if moved is not None:
+            self._send_metric(batch_id, "MoveReport", moved)
         for rec in out:
             if isinstance(rec, Matched):
                 partials.append(rec.partial)
@@ -286,18 +314,20 @@ class BatchRunner:
         matches = self.topics.matches
         values = encode_matches(pub_ids, offsets, sub_ids, pub_times, match_ms, batch_id,
                                 self.app_id)
+        out = self.output.open(batch_id)
         for pid, value in zip(pub_ids.tolist(), values, strict=True):
-            self.sender.send(matches, value, key=str(pid).encode())
+            out.send(matches, value, key=str(pid).encode())
         now = _now_ms()
         for load in loads.values():
-            self._send_metric("PartitionLoad", load.record(self.app_id, batch_id, state.epoch,
-                                                           now))
+            self._send_metric(batch_id, "PartitionLoad",
+                              load.record(self.app_id, batch_id, state.epoch, now))
         mean, p50, p99 = latency_stats(pub_times, match_ms)
         items = sum(load.items for load in loads.values())
-        self.sender.flush()
+        out.flush()
+        self._kill("mid-write", batch_id)
         write_ms = (time.perf_counter() - t_write) * 1000
         ended = _now_ms()
-        self._send_metric("BatchSummary", {
+        self._send_metric(batch_id, "BatchSummary", {
             "app_id": self.app_id, "batch_id": batch_id, "epoch": state.epoch,
             "strategy": self.strategy.name, "join": self.join_mode, "workers": self.workers,
             "partitions": self.partitions, "records": records, "dead_letters": dead,
@@ -308,10 +338,11 @@ class BatchRunner:
             "latency_p50_ms": p50, "latency_p99_ms": p99,
             "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
             "subscription_offsets": self.feed.offsets() if self.feed is not None else {},
-            "replicas": command_fields(state.owners)[1]})
+            "replicas": command_fields(state.owners)[1]}, self.output.headers(batch_id))
         if self._layout_sent is None or time.monotonic() - self._layout_sent >= LAYOUT_EVERY_S:
-            self.send_layout()
-        self.sender.flush()
+            self.send_layout(batch_id)
+        self.output.finish(batch_id)
+        self._kill("after-commit", batch_id)
         state.batches += 1
         state.records += records
         if records:
@@ -320,27 +351,27 @@ class BatchRunner:
                  "%.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
                  (time.perf_counter() - t0) * 1000)
 
-    def send_layout(self) -> None:
-        """Queue a PartitionLayout on the metrics topic: the cells of the static partitions and
-        their subscriptions now (what a map of the load draws; nothing else reads it)."""
+    def send_layout(self, batch_id: int) -> None:
+        """Put a PartitionLayout on the metrics topic with batch ``batch_id``'s output: the cells
+        of the static partitions and their subscriptions now (what a map of the load draws;
+        nothing else reads it)."""
         sizes = (self.live.partition_sizes() if self.live is not None
                  else self.strategy.partition_sizes())
-        self._send_metric("PartitionLayout", layout_record(self.app_id, self.strategy,
-                                                           self.workers, sizes, _now_ms()))
+        self._send_metric(batch_id, "PartitionLayout",
+                          layout_record(self.app_id, self.strategy, self.workers, sizes,
+                                        _now_ms()))
         self._layout_sent = time.monotonic()
 
     def close(self, abandon: bool = False) -> None:
         """Release the producer; ``abandon`` after a failed query: what is still queued belongs
-        to the failed batch, which Spark runs again from the checkpoint, so do not wait."""
-        if not abandon:
-            self.sender.close()
-            return
-        with contextlib.suppress(KafkaUnavailable):
-            self.sender.close(timeout=1.0)
+        to the failed batch, which Spark runs again from the checkpoint, so do not wait (an
+        open transaction is aborted)."""
+        self.output.close(abandon)
 
-    def _send_metric(self, name: str, record: dict[str, Any]) -> None:
-        self.sender.send(self.topics.metrics, self.codec.encode(name, record),
-                         key=self.app_id.encode())
+    def _send_metric(self, batch_id: int, name: str, record: dict[str, Any],
+                     headers: list | None = None) -> None:
+        self.output.open(batch_id).send(self.topics.metrics, self.codec.encode(name, record),
+                                        key=self.app_id.encode(), headers=headers)
 
 
 def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.ndarray]

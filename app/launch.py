@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from app.faults import KILL_VAR
 from app.kafka_read import connector_jars, has_connector
 from config import Config
 from config.exitcodes import EXIT_FATAL
@@ -95,6 +96,8 @@ class Fatal:
                     f"--max-records-per-trigger")
         if self.kind == "minimum-heap":
             return f"{where} has less memory than Spark needs ({self.cause}); raise {driver}"
+        if self.kind == "killed" and os.environ.get(KILL_VAR):
+            return f"{where} was killed ({self.cause}) by the injected fault {KILL_VAR}"
         if self.kind == "killed":
             return (f"{where} was killed ({self.cause}), most likely by the kernel when the "
                     f"machine ran out of memory; lower {driver} or load fewer subscriptions")

@@ -256,8 +256,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          outage_limit=cfg["kafka.outage_limit"],
                          on_data_loss=cfg["app.on_data_loss"], feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
-                         fold_bytes=cfg["app.fold_bytes"])
-    runner.send_layout()  # delivered in the background; flushed with the first batch at the latest
+                         fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"])
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     def start_query() -> Any:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import shapely
 
+from app.faults import fail_task_once
 from app.joins import JOIN_MODES
 from app.records import (
     Busy,
@@ -280,4 +281,6 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         for held in [h for h, (k, _) in _RESIDENT.items() if k != ctx.residency.get(h)]:
             del _RESIDENT[held]
     yield Payloads(worker, {pid: len(data) for pid, data in payloads.items()})
+    if chunks:  # a test's injected failure, after the task's work (app.faults)
+        fail_task_once()
     yield Busy(worker, time.perf_counter_ns() - started)

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable
 
 from cli.bench_churn import register_churn
+from cli.bench_delivery import register_delivery
 from cli.bench_live import register_live
 from cli.bench_load import register_load
 from cli.bench_paper import register_paper
@@ -111,4 +112,4 @@ def _decode(args: argparse.Namespace) -> int:
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_kernel, register_decode, register_paper, register_live, register_churn,
-    register_load, register_scale)
+    register_load, register_scale, register_delivery)

@@ -68,6 +68,7 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
     add_app_arguments(a)
+    add_delivery_argument(a)
     s = p.add_argument_group("search and phases")
     s.add_argument("--step", default="20s", metavar="D", help="search step length (20s)")
     s.add_argument("--start-rate", type=float, default=500.0, metavar="R",
@@ -124,6 +125,11 @@ def add_app_arguments(a: argparse._ArgumentGroup) -> None:
     a.add_argument("--partitioner", choices=choices.PARTITIONERS, default="kdbtree")
     a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
     a.add_argument("--master", help="Spark master (default local[W])")
+
+
+def add_delivery_argument(a: argparse._ArgumentGroup) -> None:
+    a.add_argument("--delivery", choices=("exactly-once", "at-least-once"),
+                   help="the app's --delivery (default: its configured default)")
 
 
 def kafka_settings(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
@@ -206,7 +212,7 @@ def build_spec(args: argparse.Namespace):
         out=Path(args.out or default_out), scenario=args.scenario, soak=soak,
         subscriptions=args.subscriptions, pool=args.pool, seed=args.seed,
         app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
-                       args.partitioner, args.trigger, args.master),
+                       args.partitioner, args.trigger, args.master, args.delivery),
         step_s=duration(args.step, "--step"), start_rate=args.start_rate,
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
         max_growth_s=args.max_growth, max_rate=args.max_rate, levels=levels,

@@ -254,6 +254,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.on_data_loss", "app", "GEOPS_APP_ON_DATA_LOSS", "--on-data-loss", _str,
             "when offsets the query must read no longer exist: fail, or continue from the "
             "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
+    Setting("app.delivery", "app", "GEOPS_APP_DELIVERY", "--delivery", _str,
+            "how a micro-batch's matches and metrics reach Kafka: exactly-once (one "
+            "transaction per batch; a batch run again after a crash is not written twice) or "
+            "at-least-once (flushed; a batch run again writes again)",
+            choices=("exactly-once", "at-least-once")),
     Setting("app.fold_bytes", "app", "GEOPS_APP_FOLD_BYTES", "--fold-bytes", parse_bytes,
             "subscription changes pending as deltas before they are folded into the static "
             "partitions (also at least a tenth of the static side; a change that waited 20 "

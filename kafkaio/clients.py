@@ -116,8 +116,17 @@ def producer(conf: Mapping[str, str], **extra: Any) -> Producer:
     return _make(Producer, client_conf(conf, defaults))
 
 
+READ_COMMITTED = "read_committed"
+
+
 def consumer(conf: Mapping[str, str], group_id: str | None = None, **extra: Any) -> Consumer:
-    """A manually assigned consumer: no offset commits (geops keeps its own positions)."""
+    """A manually assigned consumer: no offset commits (geops keeps its own positions).
+
+    It reads committed records only (``isolation.level=read_committed``, librdkafka's default,
+    set explicitly): the app writes its output in transactions, and a reader that saw an
+    aborted or still open one would see matches that were never delivered, or twice. A setting
+    that asks for anything else is refused.
+    """
     defaults: dict[str, Any] = {
         "group.id": group_id or f"geops-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False,
@@ -125,7 +134,13 @@ def consumer(conf: Mapping[str, str], group_id: str | None = None, **extra: Any)
         "auto.offset.reset": "earliest",
     }
     defaults.update(extra)
-    return _make(Consumer, client_conf(conf, defaults))
+    merged = client_conf(conf, defaults)
+    level = merged.setdefault("isolation.level", READ_COMMITTED)
+    if level != READ_COMMITTED:
+        raise ConfigError(f"isolation.level={level}: geops consumers read committed records "
+                          f"only (the app's output is transactional); remove the setting or "
+                          f"set it to {READ_COMMITTED}")
+    return _make(Consumer, merged)
 
 
 def admin(conf: Mapping[str, str]) -> AdminClient:

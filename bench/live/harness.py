@@ -130,12 +130,14 @@ class AppOptions:
     partitioner: str = "kdbtree"
     trigger: str = "500ms"
     master: str | None = None
+    delivery: str | None = None  # the app's --delivery; None: its configured default
 
     def argv(self, checkpoint: Path) -> list[str]:
         return [*GEOPS, "app", "--master", self.master or f"local[{self.workers}]",
                 "--workers", str(self.workers), "--strategy", self.strategy, "--join", self.join,
                 "--partitions", str(self.partitions), "--partitioner", self.partitioner,
-                "--trigger", self.trigger, "--checkpoint", str(checkpoint)]
+                "--trigger", self.trigger, "--checkpoint", str(checkpoint),
+                *(["--delivery", self.delivery] if self.delivery else [])]
 
 
 def session_env(base: Mapping[str, str], address: str, state: Path, prefix: str,
@@ -371,6 +373,10 @@ class Monitor(threading.Thread):
                         continue
                     with self.lock:
                         if name == "BatchSummary":
+                            # when a read_committed reader got it: with exactly-once
+                            # delivery, when the batch's transaction (its matches too)
+                            # became visible
+                            rec["seen_ms"] = now_ms()
                             self.data.batches.append(rec)
                             if rec.get("source_end_offsets"):
                                 self.batch_end = dict(rec["source_end_offsets"])

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-import pyspark
 import pytest
 
 from geops.strategies import build_strategy
@@ -30,9 +26,6 @@ from tests.app.test_app_control import wait_for_batches
 from tests.isolated import environ_without_pythonpath, python_without_project
 
 pytestmark = pytest.mark.integration
-
-SPARK_HOME = Path(pyspark.__file__).parent
-SPARK_BIN = SPARK_HOME / "bin"
 
 
 def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_path):
@@ -91,52 +84,6 @@ def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_
     assert replicated == {(p, w) for p, o in enumerate(owners) if len(o) > 1 for w in o}
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def standalone_cluster(tmp_path):
-    """A Spark master and two 1-core workers started from the pyspark installation."""
-    port = _port()
-    master_url = f"spark://127.0.0.1:{port}"
-    env = {**environ_without_pythonpath(), "SPARK_HOME": str(SPARK_HOME),
-           "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_WORKER_DIR": str(tmp_path), "PYSPARK_PYTHON": sys.executable}
-    procs = [subprocess.Popen(
-        [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.master.Master",
-         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_port())],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)]
-    for _ in range(2):
-        procs.append(subprocess.Popen(
-            [str(SPARK_BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker",
-             master_url, "--cores", "1", "--memory", "1g", "--webui-port", str(_port()),
-             "--work-dir", str(tmp_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True))
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the Spark master did not start"
-                time.sleep(0.5)
-        yield master_url
-    finally:
-        for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-
-
 def test_standalone_cluster_with_two_executors(workload, kafka_cfg, geops_env,
                                                standalone_cluster, tmp_path):
     """`geops app` on the cluster: its executors run a Python that cannot import the project,
@@ -148,9 +95,9 @@ def test_standalone_cluster_with_two_executors(workload, kafka_cfg, geops_env,
                             capture_output=True)
     assert hidden.returncode != 0, "the executors' Python must not see the project"
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "app", "--master", standalone_cluster, "--workers",
-         "2", "--strategy", "RIhPS", "--join", "STAL", "--max-records-per-trigger", "500",
-         "--trigger", "200ms", "--stop-after-idle", "2s"],
+        [sys.executable, "-m", "cli.main", "app", "--master", standalone_cluster.master,
+         "--workers", "2", "--strategy", "RIhPS", "--join", "STAL",
+         "--max-records-per-trigger", "500", "--trigger", "200ms", "--stop-after-idle", "2s"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert list((tmp_path / "state" / "py-files").glob("geops-packages-*.zip"))

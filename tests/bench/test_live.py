@@ -199,3 +199,14 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
     readme = (out / "README.md").read_text()
     assert "Maximum sustainable rate" in readme and "geops bench live" in readme
     assert_nothing_left(work)  # everything it started is gone
+
+
+def test_visible_time_is_the_summary_of_the_batch_that_wrote_the_match():
+    import numpy as np
+
+    from bench.delivery import visible_times
+
+    batches = [{"end_time": 100, "seen_ms": 130}, {"end_time": 200, "seen_ms": 260},
+               {"end_time": 300}]  # the last one was not seen: never a match's batch here
+    got = visible_times(np.array([90, 100, 101, 199]), batches)
+    assert got.tolist() == [130, 130, 260, 260]

@@ -1,0 +1,141 @@
+"""How a micro-batch's output reaches Kafka: exactly-once or at-least-once (``app.delivery``).
+
+Both give ``open(batch_id)``: the producer to send the batch's records with (no extra Python
+call per record), ``headers(batch_id)`` for the batch's summary, and ``finish(batch_id)`` once
+they are all sent, before ``foreachBatch`` returns and Spark commits the batch.
+
+- ``at-least-once``: a plain idempotent producer; ``finish`` flushes. A batch that Spark runs
+  again after a crash sends its records again.
+- ``exactly-once``: one Kafka transaction per batch (``kafkaio.transactions``) holding its
+  matches, metrics and batch summary; the summary carries a marker (transactional id, this
+  query's id, the batch id) in a header. ``written(batch_id)`` says whether a batch that Spark
+  runs again after a restart was already committed: then it is not written again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from kafkaio.clients import KafkaUnavailable
+from kafkaio.sender import Sender
+from kafkaio.transactions import Marker, TransactionalSender, last_marker, transactional_id
+
+log = logging.getLogger("geops.app")
+
+MODES = ("exactly-once", "at-least-once")
+
+
+def query_id(checkpoint: str) -> str:
+    """The id of the Spark query of ``checkpoint`` (kept across restarts; a new checkpoint is a
+    new query whose batch ids start again at 0)."""
+    path = Path(checkpoint) / "metadata"
+    try:
+        return str(json.loads(path.read_text())["id"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise RuntimeError(f"no query id in {path}: {exc}") from None
+
+
+def planned_before(checkpoint: str, batch_id: int, since: float) -> bool:
+    """Whether Spark planned batch ``batch_id`` (wrote its offsets) before ``since``: a batch
+    run again after a restart, which the previous process may have written."""
+    try:
+        return (Path(checkpoint) / "offsets" / str(batch_id)).stat().st_mtime < since
+    except OSError:
+        return False
+
+
+class AtLeastOnce:
+    """Flush before the batch returns; a replayed batch writes again."""
+
+    def __init__(self, kafka_conf: Mapping[str, str], outage_limit: float):
+        self.sender = Sender(kafka_conf, outage_limit=outage_limit)
+
+    def written(self, batch_id: int) -> bool:
+        return False
+
+    def open(self, batch_id: int) -> Sender:
+        return self.sender
+
+    def headers(self, batch_id: int) -> list[tuple[str, bytes]] | None:
+        return None
+
+    def finish(self, batch_id: int) -> None:
+        self.sender.flush()
+
+    def close(self, abandon: bool = False) -> None:
+        """Flush and release; ``abandon``: the batch will be run again, do not wait long."""
+        if not abandon:
+            self.sender.close()
+            return
+        with contextlib.suppress(KafkaUnavailable):
+            self.sender.close(timeout=1.0)
+
+
+class ExactlyOnce:
+    """One transaction per batch, its summary marked; a committed batch is not written
+    again."""
+
+    def __init__(self, kafka_conf: Mapping[str, str], outage_limit: float, *, app_id: str,
+                 checkpoint: str, publications: str, outputs: tuple[str, ...]):
+        self.started = time.time()  # batches planned before were planned by another process
+        self.txn_id = transactional_id(app_id, publications, *outputs)
+        self.sender = TransactionalSender(kafka_conf, self.txn_id, outage_limit)
+        self.checkpoint = checkpoint
+        self.marker_topic = outputs[-1]
+        self._conf = kafka_conf
+        self._limit = outage_limit
+        self._query: str | None = None
+        self._last: Marker | None = None
+        log.info("exactly-once output: transactional id %s", self.txn_id)
+
+    def written(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` is already committed: only a batch planned before this process
+        started can be; for the first such batch the newest marker is read back (read
+        committed) from the marker topic."""
+        if self._query is None:
+            self._query = query_id(self.checkpoint)
+            if planned_before(self.checkpoint, batch_id, self.started):
+                self._last = last_marker(self._conf, self.marker_topic, self.txn_id,
+                                         self._limit)
+                log.info("batch %d is run again after a restart; the last batch committed "
+                         "to Kafka: %s", batch_id, "none" if self._last is None else
+                         f"{self._last.batch}" + ("" if self._last.query == self._query
+                                                  else " (of another query)"))
+        last = self._last
+        return last is not None and last.query == self._query and batch_id <= last.batch
+
+    def open(self, batch_id: int) -> Sender:
+        if not self.sender.open:
+            self.sender.begin()
+        return self.sender
+
+    def headers(self, batch_id: int) -> list[tuple[str, bytes]]:
+        """The marker of ``batch_id``, for the batch's summary on the marker topic."""
+        assert self._query is not None, "written() is asked first"
+        return Marker(self.txn_id, self._query, batch_id).header()
+
+    def finish(self, batch_id: int) -> None:
+        self.open(batch_id)
+        self.sender.commit()
+
+    def close(self, abandon: bool = False) -> None:
+        """Release the producer; an open transaction is aborted (a restart would too)."""
+        with contextlib.suppress(KafkaUnavailable):
+            self.sender.close(timeout=1.0 if abandon else None)
+
+
+def batch_output(mode: str, kafka_conf: Mapping[str, str], outage_limit: float, *,
+                 app_id: str, checkpoint: str, publications: str,
+                 outputs: tuple[str, ...]) -> AtLeastOnce | ExactlyOnce:
+    """The output of the configured delivery ``mode`` (one of ``MODES``)."""
+    if mode == "exactly-once":
+        return ExactlyOnce(kafka_conf, outage_limit, app_id=app_id, checkpoint=checkpoint,
+                           publications=publications, outputs=outputs)
+    if mode == "at-least-once":
+        return AtLeastOnce(kafka_conf, outage_limit)
+    raise ValueError(f"unknown delivery mode {mode!r}; one of {', '.join(MODES)}")
