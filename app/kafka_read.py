@@ -49,11 +49,6 @@ def retries_for(outage_limit: float) -> int:
     return max(3, math.ceil(outage_limit / per_try))
 
 
-def ride_out_s(outage_limit: float) -> float:
-    """How long the connector's own retries last before it fails a query."""
-    return retries_for(outage_limit) * (API_TIMEOUT_MS + RETRY_INTERVAL_MS) / 1000
-
-
 def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, str]:
     """The connector's options for reading ``topic`` with the app's settings."""
     limit = cfg["kafka.outage_limit"]

@@ -336,9 +336,9 @@ _EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 class Supervisor:
     """Restarts a query that Spark's Kafka connector failed because Kafka did not answer, from
-    its checkpoint, once Kafka answers again; the outage counts from when the connector's own
-    retries began, and past the outage limit the app gives up (``outage`` holds the one line).
-    """
+    its checkpoint, once Kafka answers again; the outage counts from the query's failure (the
+    connector may fail early, on an error it does not retry), and past the outage limit the app
+    gives up (``outage`` holds the one line)."""
 
     def __init__(self, kafka_conf: dict[str, str], outage_limit: float):
         from kafkaio.retry import Outage
@@ -350,14 +350,12 @@ class Supervisor:
 
     def restart_after(self, text: str) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka)."""
-        from app.kafka_read import kafka_silent, ride_out_s
+        from app.kafka_read import kafka_silent
         from kafkaio.clients import KafkaUnavailable, check_reachable
         from kafkaio.retry import KafkaOutage
 
         if not kafka_silent(text):
             return False
-        if self._outage.since is None:  # the connector has been retrying for about this long
-            self._outage.since = time.monotonic() - ride_out_s(self.limit)
         while True:
             try:
                 check_reachable(self.conf, timeout=5.0)

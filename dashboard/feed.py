@@ -88,7 +88,7 @@ class EndWatcher:
         return self
 
     def _run(self) -> None:
-        probe = EndOffsets(self._conf, timeout=END_TIMEOUT_S, answer_wait=END_TIMEOUT_S)
+        probe = EndOffsets(self._conf, timeout=END_TIMEOUT_S)
         try:
             while not self._stop.is_set():
                 try:

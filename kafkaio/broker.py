@@ -168,7 +168,10 @@ def _ready(address: str, nodes: int, timeout: float) -> bool:
 def cluster_id() -> str:
     """A new Kafka cluster id: a random UUID, URL-safe base64 without padding (what
     ``kafka-storage.sh random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:  # one that starts with '-' would read as an option (Kafka avoids them too)
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def server_properties(node: Node, voters: list[Node], data_dir: Path,

@@ -9,9 +9,17 @@ still finishes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from kafkaio.clients import KafkaUnavailable, consumer, topic_partitions
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
@@ -19,6 +27,8 @@ from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 # How long a read's fetch may wait at the end of a partition before the broker answers empty:
 # Apache Kafka answers as soon as a record is there, so this only bounds an idle wait.
 FETCH_WAIT_MS = 50
+# ListOffsets asked again after a retriable error (NOT_LEADER_OR_FOLLOWER, ...) before failing
+LEADER_RETRIES = 5
 
 
 class EndOffsets:
@@ -37,11 +47,20 @@ class EndOffsets:
         self._consumer.poll(0)  # its queued log lines go to logging now, not all at close
         out = {}
         for p in partitions:
-            try:
-                out[p] = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                              timeout=self.timeout)
-            except Exception as exc:  # KafkaException on timeout / unknown partition
-                raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
+            for attempt in range(LEADER_RETRIES + 1):
+                try:
+                    out[p] = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                                  timeout=self.timeout)
+                    break
+                except KafkaException as exc:  # timeout, unknown partition, moved leader
+                    err = exc.args[0] if exc.args else None
+                    # a leader that moved (a new topic, a node that died) is found again by
+                    # the client's next metadata request
+                    if (isinstance(err, KafkaError) and err.retriable()
+                            and attempt < LEADER_RETRIES):
+                        time.sleep(0.1 * (attempt + 1))
+                        continue
+                    raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
         return out
 
     def __call__(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, int]:
