@@ -9,15 +9,14 @@ one-line reasons out of a query it failed:
 - the client settings are librdkafka's, translated for the Java client (``kafkaio.java_conf``);
 - ``--max-records-per-trigger`` is ``maxOffsetsPerTrigger``, ``--on-data-loss`` is
   ``failOnDataLoss`` (fail: true), ``--starting-offsets`` is ``startingOffsets``;
-- the outage limit bounds how long the connector itself waits: the driver's offset requests are
-  retried for about that long, and an executor's fetch waits that long for records it knows
-  exist. A query the connector still fails for Kafka's silence is restarted by the app
-  (``app.main``) from its checkpoint, while the outage stays under the limit.
+- the outage limit bounds how long the connector itself waits: the driver's offset requests and
+  an executor's consumer (its position and its fetches) wait that long for an answer. A query
+  the connector still fails for Kafka's silence is restarted by the app (``app.main``) from its
+  checkpoint, while the outage, counted from the failure, stays under the limit.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 
@@ -25,9 +24,12 @@ from config import Config
 from kafkaio.java_conf import java_client_conf
 
 PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-# Each offset request of the driver (ListOffsets through the admin client) waits this long...
-API_TIMEOUT_MS = 5_000
-# ... and is tried again after this pause.
+# A request of the connector's Java client waits at most this long for its answer (it is then
+# sent again, within the outage limit).
+REQUEST_TIMEOUT_MS = 5_000
+# The driver's offset requests are tried this often, this far apart, each waiting up to the
+# outage limit (the Java client's default.api.timeout.ms).
+OFFSET_RETRIES = 1
 RETRY_INTERVAL_MS = 1_000
 
 
@@ -43,12 +45,6 @@ def has_connector(conf_value: str) -> bool:
     return "spark-sql-kafka-0-10" in conf_value
 
 
-def retries_for(outage_limit: float) -> int:
-    """``fetchOffset.numRetries`` that keeps the driver asking for about ``outage_limit``."""
-    per_try = (API_TIMEOUT_MS + RETRY_INTERVAL_MS) / 1000
-    return max(3, math.ceil(outage_limit / per_try))
-
-
 def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, str]:
     """The connector's options for reading ``topic`` with the app's settings."""
     limit = cfg["kafka.outage_limit"]
@@ -58,9 +54,9 @@ def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, 
         "startingOffsets": starting_offsets,
         "failOnDataLoss": "true" if cfg["app.on_data_loss"] == "fail" else "false",
         "includeHeaders": "false",
-        "kafka.default.api.timeout.ms": str(API_TIMEOUT_MS),
-        "kafka.request.timeout.ms": str(API_TIMEOUT_MS),
-        "fetchOffset.numRetries": str(retries_for(limit)),
+        "kafka.default.api.timeout.ms": str(int(limit * 1000)),
+        "kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
+        "fetchOffset.numRetries": str(OFFSET_RETRIES),
         "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
         "kafkaConsumer.pollTimeoutMs": str(int(limit * 1000)),
     })

@@ -89,6 +89,11 @@ def _session(cfg: Config):
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
         jvm.org.apache.logging.log4j.Level.FATAL)
+    # A task that failed is in the query's failure too, which run() reports; the executor and
+    # the task scheduler would each log its stack trace first (a Kafka outage: every retry).
+    for name in ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager"):
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            name, jvm.org.apache.logging.log4j.Level.FATAL)
     return spark
 
 
