@@ -18,6 +18,7 @@ one-line reasons out of a query it failed:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from config import Config
 from kafkaio.java_conf import java_client_conf
@@ -91,3 +92,32 @@ def data_loss(text: str) -> str | None:
         return None
     line = found.group(0).strip()
     return line[:400]
+
+
+def describe_loss(checkpoint: str, topic: str, kafka_conf: Mapping[str, str]) -> str | None:
+    """Which offsets the query has read that ``topic`` no longer holds, in one line: for each
+    partition whose log now ends below, or starts above, where the last committed batch
+    ended. None when the checkpoint has no committed batch or Kafka does not answer."""
+    from app.offsetlog import batch_end_offsets, last_committed
+    from kafkaio.clients import KafkaUnavailable
+    from kafkaio.offsets import EndOffsets
+
+    batch = last_committed(checkpoint)
+    if batch is None:
+        return None
+    read = batch_end_offsets(checkpoint, batch)
+    probe = EndOffsets(kafka_conf, timeout=10.0)
+    try:
+        listed = probe.listed(topic, [int(p) for p in read])
+    except KafkaUnavailable:
+        return None
+    finally:
+        probe.close()
+    parts = []
+    for p, (low, high) in sorted(listed.items()):
+        at = read[str(p)]
+        if high < at:
+            parts.append(f"{topic}[{p}] now ends at {high} but the query has read to {at}")
+        elif low > at:
+            parts.append(f"{topic}[{p}] now starts at {low} but the query has read to {at}")
+    return "; ".join(parts) or None
