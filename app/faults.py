@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 KILL_VAR = "GEOPS_FAULT_KILL"
 FAIL_TASK_VAR = "GEOPS_FAULT_FAIL_TASK"
@@ -54,4 +55,6 @@ def fail_task_once() -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
         return
-    raise RuntimeError(f"injected task failure ({FAIL_TASK_VAR}={path})")
+    message = f"injected task failure ({FAIL_TASK_VAR}={path})"
+    print(f"geops: {message}", file=sys.stderr, flush=True)  # the task's log, whatever Spark's
+    raise RuntimeError(message)

@@ -17,6 +17,7 @@ one-line reasons out of a query it failed:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 
@@ -27,10 +28,20 @@ PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 # A request of the connector's Java client waits at most this long for its answer (it is then
 # sent again, within the outage limit).
 REQUEST_TIMEOUT_MS = 5_000
-# The driver's offset requests are tried this often, this far apart, each waiting up to the
-# outage limit (the Java client's default.api.timeout.ms).
-OFFSET_RETRIES = 1
+# Each call of the connector's Java clients (the driver's offset lookups, above all) waits at
+# most this long: longer than a cluster takes to elect a new leader for a lost node's partitions
+# (the brokers' session timeout, 9 s by default), and short enough that the driver's admin client,
+# which keeps a partition's leader once learnt and would wait for a lost node until this timeout
+# (KAFKA-20673), is soon replaced by a new one that asks the cluster again.
+API_TIMEOUT_MS = 15_000
+# The driver tries its offset lookups again this far apart, with a new admin client each time,
+# as often as fits in the outage limit.
 RETRY_INTERVAL_MS = 1_000
+
+
+def offset_retries(outage_limit_s: float) -> int:
+    """How often the driver tries an offset lookup: its attempts span the outage limit."""
+    return max(1, math.ceil(outage_limit_s * 1000 / (API_TIMEOUT_MS + RETRY_INTERVAL_MS)))
 
 
 def connector_jars() -> list[str]:
@@ -54,9 +65,9 @@ def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, 
         "startingOffsets": starting_offsets,
         "failOnDataLoss": "true" if cfg["app.on_data_loss"] == "fail" else "false",
         "includeHeaders": "false",
-        "kafka.default.api.timeout.ms": str(int(limit * 1000)),
+        "kafka.default.api.timeout.ms": str(min(int(limit * 1000), API_TIMEOUT_MS)),
         "kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
-        "fetchOffset.numRetries": str(OFFSET_RETRIES),
+        "fetchOffset.numRetries": str(offset_retries(limit)),
         "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
         "kafkaConsumer.pollTimeoutMs": str(int(limit * 1000)),
     })

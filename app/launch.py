@@ -136,6 +136,39 @@ def fatal_failure(text: str, cfg: Config) -> str | None:
     return fatal.message(cfg, where)
 
 
+class WorkerCancelTraces:
+    """Leaves out of a stream of lines the traceback pyspark's worker daemon prints when Spark
+    cancels a task while its Python worker is finishing (the JVM closes the worker's socket:
+    ``EOFError`` in ``daemon.py``). Spark cancels the running tasks of a query that failed or
+    was stopped, and says why itself; a Kafka outage would otherwise end in a Python traceback
+    per worker. Every other traceback passes unchanged."""
+
+    MOST = 200  # lines held back at most; a longer traceback passes as it is
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []
+
+    def feed(self, line: bytes) -> list[bytes]:
+        """The lines to pass on now, given the next one."""
+        if not self._held:
+            if line.startswith(b"Traceback (most recent call last):"):
+                self._held = [line]
+                return []
+            return [line]
+        if line[:1] in (b" ", b"\t") and len(self._held) < self.MOST:
+            self._held.append(line)
+            return []
+        held, self._held = self._held, []
+        if line.strip() == b"EOFError" and any(b"pyspark/daemon.py" in h for h in held):
+            return []
+        return [*held, *self.feed(line)]
+
+    def flush(self) -> list[bytes]:
+        """The lines still held back, at the end of the stream."""
+        held, self._held = self._held, []
+        return held
+
+
 class FatalWatch:
     """Passes a process's output on unchanged while remembering the first fatal error in it."""
 
@@ -148,15 +181,23 @@ class FatalWatch:
             self.first = find_fatal(line)
 
     def follow(self, source: IO[bytes], sink: IO[bytes]) -> None:
-        """Copy ``source`` to ``sink`` line by line in a thread, watching each line."""
+        """Copy ``source`` to ``sink`` line by line in a thread, watching each line and
+        leaving out the tracebacks of Python workers whose task was cancelled
+        (``WorkerCancelTraces``)."""
         def copy() -> None:
+            quiet = WorkerCancelTraces()
+            def write(lines: list[bytes]) -> None:
+                for out in lines:
+                    try:
+                        sink.write(out)
+                        sink.flush()
+                    except (OSError, ValueError):  # our own output is gone: keep watching
+                        pass
+
             for raw in iter(source.readline, b""):
-                try:
-                    sink.write(raw)
-                    sink.flush()
-                except (OSError, ValueError):  # our own output is gone: keep watching
-                    pass
+                write(quiet.feed(raw))
                 self.feed(raw.decode("utf-8", "replace"))
+            write(quiet.flush())
             source.close()
 
         thread = threading.Thread(target=copy, name="geops-output", daemon=True)

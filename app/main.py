@@ -91,9 +91,17 @@ def _session(cfg: Config):
         jvm.org.apache.logging.log4j.Level.FATAL)
     # A task that failed is in the query's failure too, which run() reports; the executor and
     # the task scheduler would each log its stack trace first (a Kafka outage: every retry).
-    for name in ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager"):
+    # The connector's offset lookups are tried again with a new admin client after a timeout
+    # (kafka_read.API_TIMEOUT_MS), each attempt logged with its stack trace; when they run out,
+    # the query's failure says so.
+    for name in ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             name, jvm.org.apache.logging.log4j.Level.FATAL)
+    # The Java clients of the connector warn once a second while a node is away; the Python
+    # clients' log (kafkaio.clients) says it once.
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.kafka.clients.NetworkClient", jvm.org.apache.logging.log4j.Level.ERROR)
     return spark
 
 

@@ -173,7 +173,10 @@ class View:
         first = min(recent) // step_ms * step_ms
         count = int((now_ms - first) // step_ms)
         k = max(1, math.ceil(count / most))
-        return [round(first + n * step_ms) for n in range(k, count + 1, k)]
+        ends = [round(first + n * step_ms) for n in range(k, count + 1, k)]
+        if not ends or ends[-1] != now_ms:  # the last period, which ends now
+            ends.append(now_ms)
+        return ends
 
     def tick(self, now_ms: int) -> None:
         """Move the clock on without a period (no figures while Kafka cannot be read)."""

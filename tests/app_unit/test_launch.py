@@ -78,6 +78,24 @@ def test_verdict_passes_ordinary_codes_and_explains_fatal_ones():
     assert watch.verdict(EXIT_OK, cfg) == (EXIT_OK, None)  # an OOM survived, then a clean stop
 
 
+DAEMON_EOF = [b"Traceback (most recent call last):\n",
+              b'  File "/x/pyspark/daemon.py", line 262, in manager\n',
+              b'  File "/x/pyspark/serializers.py", line 575, in read_int\n',
+              b"    raise EOFError\n", b"EOFError\n"]
+
+
+def test_the_traceback_of_a_cancelled_python_worker_is_left_out():
+    other = [b"Traceback (most recent call last):\n", b'  File "app/batch.py", line 3\n',
+             b"ValueError: bad\n"]
+    lines = [b"a\n", *DAEMON_EOF, b"b\n", *other, *DAEMON_EOF[:3]]
+    source, sink = io.BytesIO(b"".join(lines)), io.BytesIO()
+    watch = FatalWatch()
+    watch.follow(source, sink)
+    watch.join()
+    # the cancelled worker's traceback goes; another, and one cut off at the end, stay
+    assert sink.getvalue() == b"".join([b"a\n", b"b\n", *other, *DAEMON_EOF[:3]])
+
+
 class _DyingJvm:
     """A fake spark-submit whose JVM prints an OutOfMemoryError and exits as HotSpot does."""
 

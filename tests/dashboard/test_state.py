@@ -183,6 +183,17 @@ def test_replay_with_past_topic_ends_gives_input_rate_and_lag():
     assert s["lag"] == [None, 200, None, 300, None, 500]
 
 
+def test_replay_samples_the_topic_at_now_when_the_last_period_is_partial():
+    """A batch summary in the period that ends now counts for the lag shown now."""
+    v = View(APP, period_s=1.0, history_s=60.0)
+    timed = [(10_200, "metrics", *summary(0, 0, records=10, ends={"0": 10})),
+             (12_700, "metrics", *summary(1, 0, records=10, ends={"0": 20}))]
+    now = 12_800
+    assert v.replay_ends(timed, now) == [11_000, 12_000, 12_800]
+    v.replay(timed, now, {11_000: {0: 300}, 12_000: {0: 600}, 12_800: {0: 600}})
+    assert v.series()["lag"] == [290, 590, 580]
+
+
 def test_replay_of_nothing_recent_leaves_no_periods():
     v = View(APP, history_s=10.0)
     v.replay([(1_000, "metrics", *layout())], 100_000)

@@ -81,6 +81,12 @@ def test_the_apps_connector_options_follow_its_settings():
     assert opts["maxOffsetsPerTrigger"] == "500" and opts["failOnDataLoss"] == "false"
     assert opts["kafka.isolation.level"] == "read_committed"
     assert opts["kafkaConsumer.pollTimeoutMs"] == "60000"
-    assert opts["kafka.default.api.timeout.ms"] == "60000"  # each request waits the limit
+    # each call waits 15 s; the driver's offset lookups are tried 4 times 16 s apart (the limit)
+    assert opts["kafka.default.api.timeout.ms"] == "15000"
+    assert opts["fetchOffset.numRetries"] == "4"
+    short = source_options(load(environ={"GEOPS_BOOTSTRAP_SERVERS": "h:1",
+                                         "GEOPS_OUTAGE_LIMIT": "5s"}), "pubs", "latest")
+    assert short["kafka.default.api.timeout.ms"] == "5000"
+    assert short["fetchOffset.numRetries"] == "1"
     plain = source_options(load(environ={"GEOPS_BOOTSTRAP_SERVERS": "h:1"}), "pubs", "earliest")
     assert "maxOffsetsPerTrigger" not in plain and plain["failOnDataLoss"] == "true"
