@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from bench.kernel import MismatchError, format_table, run_kernel_bench
 from cli.bench_churn import register_churn
 from cli.bench_delivery import register_delivery
 from cli.bench_live import register_live
@@ -18,7 +19,6 @@ from cli.bench_scale import register_scale
 from cli.common import CommandError, positive_int
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
-from geops.kernel_bench import MismatchError, format_table, run_kernel_bench
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
 

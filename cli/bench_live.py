@@ -22,7 +22,7 @@ moving: a hot spot that moves mid-stream (--skew of the items on workers 0..H-1,
 --soak DURATION: 70 % with the distributor for DURATION; lag and the resident memory of every
   process (app JVM, Python workers, broker, distributor) every 10 s; growth first vs last 20 %.
 
-Writes CSVs (raw latencies gzip-compressed), PNG plots and README.md to --out. Everything it
+Writes CSVs (raw latencies xz-compressed), PNG plots and README.md to --out. Everything it
 starts is stopped at the end, also on Ctrl-C or a failure.
 """
 

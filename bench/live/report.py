@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import lzma
 import platform
 import shlex
 import time
@@ -86,7 +87,9 @@ def batch_rows(p: Any) -> list[dict]:
 
 
 def write_raw(path: Path, phases: Sequence[Any]) -> None:
-    with gzip.open(path, "wt", newline="") as fh:
+    """Every matched publication's latency, xz-compressed: a minute at full rate stays well
+    under the 2 MB a file of the tree may hold."""
+    with lzma.open(path, "wt", newline="", preset=9) as fh:
         w = csv.writer(fh)
         w.writerow(["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms",
                     "latency_ms"])
@@ -245,7 +248,7 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
     _write_csv(out / "latency.csv", sums)
     _write_csv(out / "timeline.csv", [r for p in phases for r in timeline_rows(p)])
     _write_csv(out / "batches.csv", [r for p in phases for r in batch_rows(p)])
-    write_raw(out / "latency_raw.csv.gz", phases)
+    write_raw(out / "latency_raw.csv.xz", phases)
     plot_latency_vs_load(out / "latency_vs_load.png", phases, result["max_rate"])
     plot_timelines(out / "timeline.png", phases)
     lines = ["# geops bench live: steady live stream", "",
@@ -256,7 +259,7 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
              *latency_table(sums), "", LEGEND, "",
              "Files: `search.csv` (the search steps), `latency.csv` (this table), "
              "`timeline.csv` (per second: offered, processed, lag, latency p50/p99), "
-             "`batches.csv` (every BatchSummary), `latency_raw.csv.gz` (every matched "
+             "`batches.csv` (every BatchSummary), `latency_raw.csv.xz` (every matched "
              "publication's latency), `latency_vs_load.png`, `timeline.png`.", ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md and its CSVs and plots")
@@ -277,7 +280,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
                                     "partitions_moved": len(m["partitions_moved"]),
                                     "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                    for m in result["moves"]])
-    write_raw(out / "latency_raw.csv.gz", [p])
+    write_raw(out / "latency_raw.csv.xz", [p])
     plot_timelines(out / "timeline.png", [p], marks=True)
     sm = p.summary()
     t0 = p.offer.t0_ms
@@ -308,7 +311,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
         lines += ["", f"p99 during / before = **{ratio:.2f}** (target ≤ 2)."]
     lines += ["", "Whole phase:", "", *latency_table([sm]), "", LEGEND, "",
               "Files: `rebalance.csv` (the windows), `timeline.csv`, `batches.csv`, "
-              "`moves.csv`, `search.csv`, `latency_raw.csv.gz`, `timeline.png` (dashed lines: "
+              "`moves.csv`, `search.csv`, `latency_raw.csv.xz`, `timeline.png` (dashed lines: "
               "distributor start, command, move).", ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md and its CSVs and plots")
@@ -410,7 +413,7 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
                                           "partitions_moved": len(m["partitions_moved"]),
                                           "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                          for m in result["ideal_moves"]])
-    write_raw(out / "latency_raw.csv.gz", every)
+    write_raw(out / "latency_raw.csv.xz", every)
     with gzip.open(out / "distributor.log.gz", "wt") as fh:
         fh.write(result["distributor_log"])
     plot_timelines(out / "timeline.png", every, marks=True)
@@ -484,7 +487,7 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     lines += ["", "Whole runs:", "", *latency_table([p.summary() for p in every]), "", LEGEND,
               "", "Files: `moving.csv` (the phase table), `commands.csv` (with the distributor's "
               "reasons), `windows.csv`, `timeline.csv`, `batches.csv` (run and ideal), "
-              "`ideal_moves.csv`, `search.csv`, `latency_raw.csv.gz`, `distributor.log.gz` (the "
+              "`ideal_moves.csv`, `search.csv`, `latency_raw.csv.xz`, `distributor.log.gz` (the "
               "distributor's log: every judgement and why), `timeline.png` (the run with the "
               "shifts and the commands' epochs marked, then the ideal phases).", ""]
     (out / "README.md").write_text("\n".join(lines))

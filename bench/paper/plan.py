@@ -11,7 +11,7 @@ when asked for (``--modes``).
 A plan may add **hot-spot points** (issue 22): the skewed share of the stream in K partitions
 of the hot worker (``geops generate --hot-partitions K``), e.g. ``HOT_SPOT``, the W = 2 stream
 with 80 % of its items in one partition that the hot-partition simulation predicts
-(``bench.hot_partitions.CONCENTRATED``).
+(``bench.studies.hot_partitions.CONCENTRATED``).
 """
 
 from __future__ import annotations

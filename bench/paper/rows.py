@@ -3,10 +3,12 @@ plan's runs, ordering pipelines and modes, and the per-point summaries that the 
 the report both show.
 
 A table ``name.csv`` may be stored compressed as ``name.csv.gz`` (the large per-batch and
-per-partition tables in ``docs/results`` are). Reading ``name.csv`` reads ``name.csv.gz``
-first and then ``name.csv``: the harness appends the rows of new runs to a plain ``name.csv``,
-so a resumed directory holds its older rows compressed and the newer ones beside them. Never
-keep a decompressed copy next to its ``.gz``: its rows would be read twice.
+per-partition tables in ``docs/results`` are), and one too large for a single file of the
+tree (over 2 MB compressed) in parts ``name.part-1.csv.gz``, ``name.part-2.csv.gz``, ..., each
+with the header. Reading ``name.csv`` reads ``name.csv.gz``, then the parts in order, then
+``name.csv``: the harness appends the rows of new runs to a plain ``name.csv``, so a resumed
+directory holds its older rows compressed and the newer ones beside them. Never keep a
+decompressed copy next to its ``.gz``: its rows would be read twice.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ Row = dict[str, str]
 
 
 def stored(path: Path) -> list[Path]:
-    """The files that hold the table ``path`` names: ``<path>.gz``, then ``path``; those that
-    exist."""
+    """The files that hold the table ``path`` names: ``<path>.gz``, its parts, then ``path``;
+    those that exist."""
     path = Path(path)
-    return [p for p in (path.with_name(path.name + ".gz"), path) if p.exists()]
+    parts = sorted(path.parent.glob(f"{path.stem}.part-*{path.suffix}.gz"),
+                   key=lambda p: int(p.name.split(".part-")[1].split(".")[0]))
+    return [p for p in (path.with_name(path.name + ".gz"), *parts, path) if p.exists()]
 
 
 def _open(path: Path) -> IO[str]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench import hot_partitions
 from bench.paper import simulate
 from bench.paper.rows import read_rows
 from bench.paper.simulate import CostModel, Trace, simulate_mode
+from bench.studies import hot_partitions
 from distributor import Params
 
 MS = 1e6

@@ -1,4 +1,4 @@
-"""bench.hot_split: replication vs splitting of a hot partition, on small generated data."""
+"""bench.studies.hot_split: replication vs splitting of a hot partition, on small generated data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import shapely
 
-from bench import hot_split
+from bench.studies import hot_split
 from geops.model import Publications, Subscriptions
 from geops.partitioning.kdbtree import build_kdbtree
 

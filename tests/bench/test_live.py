@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import gzip
+import lzma
 from pathlib import Path
 
 import numpy as np
@@ -183,7 +183,7 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
         "--bisections", "2", "--start-rate", "1000", "--duration", "6s", "--levels", "50,90")
     assert "search step 1" in result.stderr and "maximum sustainable rate" in result.stderr
     for name in ("README.md", "search.csv", "latency.csv", "timeline.csv", "batches.csv",
-                 "latency_raw.csv.gz", "latency_vs_load.png", "timeline.png"):
+                 "latency_raw.csv.xz", "latency_vs_load.png", "timeline.png"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "latency.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -192,7 +192,7 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
     with open(out / "search.csv") as fh:
         steps = list(csv.DictReader(fh))
     assert len(steps) >= 2 and any(s["sustainable"] == "True" for s in steps)
-    with gzip.open(out / "latency_raw.csv.gz", "rt") as fh:
+    with lzma.open(out / "latency_raw.csv.xz", "rt") as fh:
         raw = list(csv.DictReader(fh))
     assert len(raw) == sum(int(r["matched"]) for r in rows)
     assert all(int(r["latency_ms"]) >= 0 for r in raw[:1000])

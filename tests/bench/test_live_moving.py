@@ -187,7 +187,7 @@ def test_summary_and_report_of_a_run_that_follows_both_shifts(tmp_path: Path):
     assert "phase 0: 1 partition(s) off their initial worker, 0 replicated, MLDC 0.010" in readme
     assert "phase 1: 1 partition(s) off their initial worker, 1 replicated, MLDC -" in readme
     for name in ("moving.csv", "windows.csv", "commands.csv", "timeline.csv", "batches.csv",
-                 "ideal_moves.csv", "latency_raw.csv.gz", "distributor.log.gz", "timeline.png"):
+                 "ideal_moves.csv", "latency_raw.csv.xz", "distributor.log.gz", "timeline.png"):
         assert (out / name).stat().st_size > 0, name
     with open(out / "moving.csv") as fh:
         rows = list(csv.DictReader(fh))

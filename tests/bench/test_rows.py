@@ -40,6 +40,15 @@ def test_rows_appended_after_compression_follow_the_stored_ones(tmp_path: Path) 
     assert [r["run_id"] for r in read_rows(path)] == ["r0", "r1", "r2"]
 
 
+def test_a_table_stored_in_parts_reads_in_part_order(tmp_path: Path) -> None:
+    for i in (2, 10, 1):  # numbered, not sorted by name
+        part = tmp_path / f"loads.part-{i}.csv"
+        write_csv(part, [{"run_id": f"r{i}", "repeat": "0", "x": "1"}])
+        _gzip(part)
+    write_csv(tmp_path / "loads.csv", [{"run_id": "new", "repeat": "0", "x": "1"}])
+    assert [r["run_id"] for r in read_rows(tmp_path / "loads.csv")] == ["r1", "r2", "r10", "new"]
+
+
 def test_rows_of_some_runs_only(tmp_path: Path) -> None:
     path = tmp_path / "loads.csv"
     write_csv(path, RUNS)

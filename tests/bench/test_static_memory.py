@@ -1,10 +1,11 @@
-"""`python -m bench.static_memory` measures every piece of the static side and checks its flags."""
+"""`python -m bench.studies.static_memory` measures every piece of the static side and checks
+its flags."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.static_memory import format_report, main, measure_strategy, parser
+from bench.studies.static_memory import format_report, main, measure_strategy, parser
 from geops.workload import generate_workload
 
 
@@ -30,7 +31,7 @@ def test_bad_flags_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as stop:
         parser().parse_args(argv)
     assert stop.value.code == 2
-    assert "python -m bench.static_memory: error: argument --" in capsys.readouterr().err
+    assert "python -m bench.studies.static_memory: error: argument --" in capsys.readouterr().err
 
 
 def test_help_and_a_small_run(capsys):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.kernel import PLAIN, REFERENCE, ReferenceMatcher, plain_match, run_kernel_bench
 from cli.main import main
-from geops.kernel_bench import PLAIN, REFERENCE, ReferenceMatcher, plain_match, run_kernel_bench
 from geops.oracle import oracle_match
 from geops.strategies import STRATEGIES
 

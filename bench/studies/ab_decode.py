@@ -1,0 +1,76 @@
+"""The one-pass decoder A/B's numbers (``docs/results/ab-decode-2026-11-25/``): throughput
+one-pass / frozen per mode and Dynamic LB STAL / Static STAL per side, per repeat and as ratio
+of means; then each run's steady-state milliseconds per 1,000 records outside the join stage
+and in it (``bench.paper.breakdown``).
+
+Usage: ``python -m bench.studies.ab_decode [DIR]`` (default: that directory).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from statistics import mean
+
+from bench.paper.breakdown import run_breakdown
+from bench.paper.rows import Row, read_rows
+from bench.studies import print_lines
+
+DIR = Path("docs/results/ab-decode-2026-11-25")
+SIDES = ("frozen-f2e4a7f", "onepass-233dc98")
+PIPELINES = ("sPIS", "RIsPS")
+MODES = ("Static STAL", "Dynamic LB STAL")
+
+Key = tuple[str, str, int]
+
+
+def key(row: Row) -> Key:
+    return row["pipeline"], row["mode"], int(row["repeat"])
+
+
+def joined(values: Iterable[str]) -> str:
+    return " · ".join(values)
+
+
+def report(directory: Path = DIR, sides: tuple[str, str] = SIDES) -> list[str]:
+    """The lines ``main`` prints for the two sides' results directories in ``directory``."""
+    tp = [{key(r): float(r["throughput"]) for r in read_rows(directory / side / "runs.csv")}
+          for side in sides]
+    split = []
+    for side in sides:
+        runs: dict[Key, list[Row]] = defaultdict(list)
+        for b in read_rows(directory / side / "batches.csv"):
+            runs[key(b)].append(b)
+        split.append({k: run_breakdown(v) for k, v in runs.items()})
+    out = []
+    for p in PIPELINES:
+        reps = sorted({k[2] for k in tp[0] if k[0] == p} & {k[2] for k in tp[1] if k[0] == p})
+        for m in MODES:
+            a, b = ([t[p, m, r] for r in reps] for t in tp)
+            out.append(f"{p} {m}: frozen {joined(f'{x:,.0f}' for x in a)} | one-pass "
+                       f"{joined(f'{x:,.0f}' for x in b)} pub/s | one-pass/frozen "
+                       f"{joined(f'{y / x:.2f}' for x, y in zip(a, b, strict=True))}, ratio of "
+                       f"means {mean(b) / mean(a):.3f}")
+        for side, t in zip(sides, tp, strict=True):
+            lb, st = ([t[p, m, r] for r in reps] for m in reversed(MODES))
+            out.append(f"{p} {side}: Dynamic LB STAL / Static STAL "
+                       f"{joined(f'{x / y:.2f}' for x, y in zip(lb, st, strict=True))}, ratio of "
+                       f"means {mean(lb) / mean(st):.3f}")
+        for m in MODES:
+            for column, name in (("outside_ms_per_k", "outside the join"),
+                                 ("join_ms_per_k", "join stage")):
+                a, b = ([s[p, m, r][column] for r in reps] for s in split)
+                out.append(f"{p} {m}, {name}, ms per 1,000 records: frozen "
+                           f"{joined(f'{x:.1f}' for x in a)} | one-pass "
+                           f"{joined(f'{x:.1f}' for x in b)} | means {mean(a):.1f} -> "
+                           f"{mean(b):.1f} ({mean(b) - mean(a):+.1f})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    print_lines(report, argv, default=DIR)
+
+
+if __name__ == "__main__":
+    main()
