@@ -17,6 +17,7 @@ from bench.paper.harness import Tables, Workloads
 from bench.paper.plan import RunSpec, Sizes
 from bench.paper.runner import run
 from kafkaio.clients import consumer
+from kafkaio.dump import decoded_records
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.assignment import initial_assignment, moves_between
@@ -42,9 +43,8 @@ def force_rebalance(spec: RunSpec, after_batches: int = 2, timeout: float = 600.
         deadline = time.monotonic() + timeout
         try:
             while seen < after_batches and time.monotonic() < deadline:
-                for msg in c.consume(100, timeout=0.5):
-                    if msg.error() is None and codec().decode(msg.value())[0] == "BatchSummary":
-                        seen += 1
+                seen += sum(name == "BatchSummary"
+                            for name, _ in decoded_records(c.consume(100, timeout=0.5)))
         finally:
             c.close()
         old = initial_assignment(spec.partitions, spec.workers)
