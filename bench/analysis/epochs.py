@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.analysis import print_lines
+from bench.paper.plan import DYNAMIC_LB_STAL, STATIC_STAL, mode_key
 from bench.paper.rows import Row, read_rows
 
 
@@ -33,7 +34,7 @@ def epochs(results_dir: Path) -> list[str]:
         t0, tend = int(rows[0]["start_ms"]), int(rows[-1]["end_ms"])
         later = [x for x in rows if x["epoch"] != "0"]
         epoch0 = [x for x in rows if x["epoch"] == "0"]
-        static_id = rid.replace("DynamicLBSTAL", "StaticSTAL")
+        static_id = rid.replace(mode_key(DYNAMIC_LB_STAL), mode_key(STATIC_STAL))
         static, after = _mean_ms(batches.get(static_id, [])), _mean_ms(later)
         at = (int(later[0]["start_ms"]) - t0) / 1000 if later else math.nan
         out.append(f"{rid:32s} epoch1 at {at:5.1f} s of {(tend - t0) / 1000:5.1f} s; batches "

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.analysis import print_lines
+from bench.paper.plan import DYNAMIC_LB_STAL, STATIC_STAL, mode_key
 from bench.paper.rows import Row, read_rows
 
 PIPELINES = ("sPS", "sPIS")
@@ -24,13 +25,13 @@ def ratios(runs: dict[str, Row]) -> list[str]:
     of means and Dynamic LB STAL at 0.9 over at 0.5 ("kept")."""
 
     def thr(p: str, mode: str, s: int, k: int) -> float:
-        return float(runs[f"{p}-{mode.replace(' ', '')}-s{s}-r{k}"]["throughput"])
+        return float(runs[f"{p}-{mode_key(mode)}-s{s}-r{k}"]["throughput"])
 
     out = []
     for p in PIPELINES:
-        st9 = [thr(p, "Static STAL", 90, k) for k in REPEATS]
-        dy9 = [thr(p, "Dynamic LB STAL", 90, k) for k in REPEATS]
-        dy5 = [thr(p, "Dynamic LB STAL", 50, k) for k in REPEATS]
+        st9 = [thr(p, STATIC_STAL, 90, k) for k in REPEATS]
+        dy9 = [thr(p, DYNAMIC_LB_STAL, 90, k) for k in REPEATS]
+        dy5 = [thr(p, DYNAMIC_LB_STAL, 50, k) for k in REPEATS]
         out.append(f"{p} Static 0.9 {[round(x) for x in st9]} Dynamic 0.9 "
                    f"{[round(x) for x in dy9]} pair ratios "
                    f"{[round(a / b, 2) for a, b in zip(dy9, st9, strict=True)]} ratio of means "

@@ -14,7 +14,7 @@ from pathlib import Path
 import config
 from bench.paper.collect import read_run, run_rows
 from bench.paper.harness import Tables, Workloads
-from bench.paper.plan import RunSpec, Sizes
+from bench.paper.plan import DYNAMIC_LB_STAL, RunSpec, Sizes
 from bench.paper.runner import run
 from kafkaio.clients import consumer
 from kafkaio.dump import decoded_records
@@ -62,7 +62,7 @@ def force_rebalance(spec: RunSpec, after_batches: int = 2, timeout: float = 600.
 
 
 def plan(repeats: int, sizes: tuple[int, ...] = SIZES) -> list[RunSpec]:
-    return [RunSpec("sPS", "Dynamic LB STAL", 0.7, r, Sizes(n, 12_000, 2_000), label=f"n{n}")
+    return [RunSpec("sPS", DYNAMIC_LB_STAL, 0.7, r, Sizes(n, 12_000, 2_000), label=f"n{n}")
             for r in range(repeats) for n in sizes]
 
 
