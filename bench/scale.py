@@ -500,8 +500,9 @@ class Run:
         from confluent_kafka import TopicPartition
 
         from kafkaio.clients import consumer
+        from kafkaio.dump import decoded_records
         from kafkaio.sender import Sender
-        from schemas import DecodeError, codec
+        from schemas import codec
         from schemas.assignment import moves_between
         s = self.spec
         dec = codec()
@@ -534,13 +535,7 @@ class Run:
                     row["failure"] = f"not done within {s.run_timeout:.0f} s"
                     self.log(f"{self.prefix}: {row['failure']}; see {app.log}")
                     return data
-                for msg in c.consume(200, timeout=0.5):
-                    if msg.error() is not None or msg.value() is None:
-                        continue
-                    try:
-                        name, rec = dec.decode(msg.value())
-                    except DecodeError:
-                        continue
+                for name, rec in decoded_records(c.consume(200, timeout=0.5)):
                     data.setdefault(name, []).append(rec)
                     if name == "BatchSummary" and rec["records"] and not first_seen:
                         first_seen = True
@@ -572,11 +567,8 @@ class Run:
                     # the last batch's PartitionLoad records follow its summary closely
                     end = time.monotonic() + 3
                     while time.monotonic() < end:
-                        for msg in c.consume(200, timeout=0.5):
-                            if msg.error() is None and msg.value() is not None:
-                                with contextlib.suppress(DecodeError):
-                                    name, rec = dec.decode(msg.value())
-                                    data.setdefault(name, []).append(rec)
+                        for name, rec in decoded_records(c.consume(200, timeout=0.5)):
+                            data.setdefault(name, []).append(rec)
                     return data
         finally:
             c.close()

@@ -32,8 +32,8 @@ from dashboard.periods import Period, collect
 from dashboard.points import publication_points
 from dashboard.state import View
 from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
+from kafkaio.dump import decoded_messages
 from kafkaio.offsets import EndOffsets, read_between
-from schemas import DecodeError, codec
 
 log = logging.getLogger("geops.dashboard")
 
@@ -115,14 +115,8 @@ def _decoded(msgs: Iterator[Any], kind: str, key: bytes | None
              ) -> Iterator[tuple[int, str, str, dict]]:
     """(timestamp ms, kind, schema name, record) of the decodable records among ``msgs``;
     ``key``: only records with that key or none."""
-    dec = codec()
-    for msg in msgs:
-        if msg.value() is None or (key is not None and msg.key() and msg.key() != key):
-            continue
-        try:
-            name, record = dec.decode(msg.value())
-        except DecodeError:
-            continue
+    kept = (m for m in msgs if key is None or not m.key() or m.key() == key)
+    for msg, name, record in decoded_messages(kept):
         yield msg.timestamp()[1], kind, name, record
 
 

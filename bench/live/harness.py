@@ -30,10 +30,11 @@ from bench.reap import reap, stop_group
 from config import TOPICS
 from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
+from kafkaio.dump import decoded_records
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records
 from kafkaio.topics import create_topics, drop_topics
-from schemas import DecodeError, codec
+from schemas import codec
 from schemas.assignment import command_fields
 from schemas.codec import HEADER_LEN
 from schemas.records import subscription_records
@@ -357,18 +358,11 @@ class Monitor(threading.Thread):
             return sum(1 for b in self.data.batches if b["records"] and b["epoch"] >= epoch)
 
     def run(self) -> None:
-        dec = codec()
         next_sample = time.monotonic()
         next_memory = time.monotonic()
         try:
             while not self.stopping.is_set():
-                for msg in self.consumer.consume(500, timeout=0.05):
-                    if msg.error() is not None or msg.value() is None:
-                        continue
-                    try:
-                        name, rec = dec.decode(msg.value())
-                    except DecodeError:
-                        continue
+                for name, rec in decoded_records(self.consumer.consume(500, timeout=0.05)):
                     if rec.get("app_id", self.app_id) not in (self.app_id, ""):
                         continue
                     with self.lock:

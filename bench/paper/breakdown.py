@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from bench.paper.plan import DYNAMIC_LB_STAL as DYNAMIC
+from bench.paper.plan import STATIC_STAL as STATIC
 from bench.paper.rows import Row, is_plan_run, pipeline_order
-
-STATIC, DYNAMIC = "Static STAL", "Dynamic LB STAL"
 
 
 def run_breakdown(batches: Iterable[Row]) -> dict[str, float]:

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench.paper.plan import RUN_MODES
+from bench.paper.plan import DYNAMIC_LB_STAL, RUN_MODES, STATIC_STAL
 from bench.paper.rows import (
     Row,
     fig8_rows,
@@ -38,7 +38,7 @@ Log = Callable[[str], None]
 
 # Colour by balancing, line and marker by join location (STRL dashed).
 _COLOURS = {"static": "0.35", "LB": "tab:blue", "DB": "tab:orange", "adaptive": "tab:green"}
-FIG6_MODES = ("Static STAL", "Dynamic LB STAL")
+FIG6_MODES = (STATIC_STAL, DYNAMIC_LB_STAL)
 
 
 def mode_style(mode: str) -> dict[str, Any]:

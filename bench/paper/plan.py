@@ -21,16 +21,35 @@ from dataclasses import dataclass, replace
 from config import choices
 from geops.strategies import KINDS
 
+
+def mode_name(join: str, balancing: str) -> str:
+    """The name of the mode with a join location (``choices.JOINS``) and a balancing: static,
+    a load metric (``choices.METRICS``) or adaptive, e.g. 'Static STAL', 'Dynamic LB STRL'."""
+    join = choices.JOINS.check(join)
+    if balancing in ("static", "adaptive"):
+        return f"{balancing.capitalize()} {join}"
+    return f"Dynamic {choices.METRICS.check(balancing)} {join}"
+
+
+def mode_key(mode: str) -> str:
+    """A mode's name as it stands in run ids: without spaces ('DynamicLBSTAL')."""
+    return mode.replace(" ", "")
+
+
+STATIC_STRL, STATIC_STAL = mode_name("STRL", "static"), mode_name("STAL", "static")
+DYNAMIC_LB_STAL, DYNAMIC_DB_STAL = mode_name("STAL", "LB"), mode_name("STAL", "DB")
+DYNAMIC_LB_STRL, DYNAMIC_DB_STRL = mode_name("STRL", "LB"), mode_name("STRL", "DB")
+# The paper's six, in the order of its figures: join location and balancing.
 MODES: dict[str, tuple[str, str]] = {
-    "Static STRL": ("STRL", "static"),
-    "Static STAL": ("STAL", "static"),
-    "Dynamic LB STAL": ("STAL", "LB"),
-    "Dynamic DB STAL": ("STAL", "DB"),
-    "Dynamic LB STRL": ("STRL", "LB"),
-    "Dynamic DB STRL": ("STRL", "DB"),
+    STATIC_STRL: ("STRL", "static"),
+    STATIC_STAL: ("STAL", "static"),
+    DYNAMIC_LB_STAL: ("STAL", "LB"),
+    DYNAMIC_DB_STAL: ("STAL", "DB"),
+    DYNAMIC_LB_STRL: ("STRL", "LB"),
+    DYNAMIC_DB_STRL: ("STRL", "DB"),
 }
-ADAPTIVE = "Adaptive STAL"
-REPLICATE = "Dynamic LB STAL replicate"
+ADAPTIVE = mode_name("STAL", "adaptive")
+REPLICATE = f"{DYNAMIC_LB_STAL} replicate"
 # Every mode a physical run can have: the paper's six, then ours.
 RUN_MODES: dict[str, tuple[str, str]] = {**MODES, ADAPTIVE: ("STAL", "adaptive"),
                                          REPLICATE: ("STAL", "LB")}
@@ -89,7 +108,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        mode = self.mode.replace(" ", "")
+        mode = mode_key(self.mode)
         hot = f"-hp{self.hot_partitions}" if self.hot_partitions is not None else ""
         rid = f"{self.pipeline}-{mode}-s{round(self.skew * 100):02d}{hot}-r{self.repeat}"
         return f"{rid}-{self.label}" if self.label else rid
@@ -155,7 +174,7 @@ def first_period_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
     each first period, back to back on the same stream, so their ratios share one time window.
     """
     runs = []
-    for spec in full_plan(repeats, pipelines, ("Static STAL", "Dynamic LB STAL"), skews, sizes):
+    for spec in full_plan(repeats, pipelines, (STATIC_STAL, DYNAMIC_LB_STAL), skews, sizes):
         if spec.balancing == "static":
             runs.append(replace(spec, label=AB_LABEL))
         else:
@@ -167,5 +186,5 @@ def first_period_plan(repeats: int = 3, pipelines: tuple[str, ...] = PIPELINES,
 def quick_plan() -> list[RunSpec]:
     """CI's check of the harness: one pipeline, Static STAL vs Dynamic LB STAL, two skews."""
     return [replace(spec, sizes=QUICK_SIZES, partitions=16)
-            for spec in full_plan(1, ("sPIS",), ("Static STAL", "Dynamic LB STAL"), (0.5, 0.9),
+            for spec in full_plan(1, ("sPIS",), (STATIC_STAL, DYNAMIC_LB_STAL), (0.5, 0.9),
                                   {"sPIS": QUICK_SIZES})]

@@ -14,9 +14,10 @@ from pathlib import Path
 import config
 from bench.paper.collect import read_run, run_rows
 from bench.paper.harness import Tables, Workloads
-from bench.paper.plan import RunSpec, Sizes
+from bench.paper.plan import DYNAMIC_LB_STAL, RunSpec, Sizes
 from bench.paper.runner import run
 from kafkaio.clients import consumer
+from kafkaio.dump import decoded_records
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.assignment import initial_assignment, moves_between
@@ -42,9 +43,8 @@ def force_rebalance(spec: RunSpec, after_batches: int = 2, timeout: float = 600.
         deadline = time.monotonic() + timeout
         try:
             while seen < after_batches and time.monotonic() < deadline:
-                for msg in c.consume(100, timeout=0.5):
-                    if msg.error() is None and codec().decode(msg.value())[0] == "BatchSummary":
-                        seen += 1
+                seen += sum(name == "BatchSummary"
+                            for name, _ in decoded_records(c.consume(100, timeout=0.5)))
         finally:
             c.close()
         old = initial_assignment(spec.partitions, spec.workers)
@@ -62,7 +62,7 @@ def force_rebalance(spec: RunSpec, after_batches: int = 2, timeout: float = 600.
 
 
 def plan(repeats: int, sizes: tuple[int, ...] = SIZES) -> list[RunSpec]:
-    return [RunSpec("sPS", "Dynamic LB STAL", 0.7, r, Sizes(n, 12_000, 2_000), label=f"n{n}")
+    return [RunSpec("sPS", DYNAMIC_LB_STAL, 0.7, r, Sizes(n, 12_000, 2_000), label=f"n{n}")
             for r in range(repeats) for n in sizes]
 
 

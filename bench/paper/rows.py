@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bench.paper.plan import PIPELINES, RUN_MODES
+from bench.paper.plan import DYNAMIC_LB_STAL, PIPELINES, RUN_MODES
 
 Row = dict[str, str]
 
@@ -131,7 +131,7 @@ def fig8_rows(moves: Iterable[Row]) -> list[dict[str, Any]]:
     Uses the moves of sPS, Dynamic LB STAL, skew 0.7; the forced-move runs (labelled run ids)
     when there are any, else every such move.
     """
-    rows = [m for m in moves if m["pipeline"] == "sPS" and m["mode"] == "Dynamic LB STAL"
+    rows = [m for m in moves if m["pipeline"] == "sPS" and m["mode"] == DYNAMIC_LB_STAL
             and math.isclose(float(m["skew"]), 0.7) and int(m["partitions_moved"]) > 0]
     forced = [m for m in rows if not is_plan_run(m)]
     rows = forced or rows

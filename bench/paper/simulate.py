@@ -75,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.paper.plan import MODES
+from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, MODES, STATIC_STAL
 from bench.paper.rows import (
     Row,
     is_plan_run,
@@ -99,12 +99,12 @@ SKEWS = (0.3, 0.4, 0.5, 0.6, 0.7)
 PUBLICATIONS = 100_000
 MIN_DURATION_S = 120.0
 PERIOD_S = 10.0
-COST_MODE = "Static STAL"
+COST_MODE = STATIC_STAL
 COST_SKEW = 0.5
 PHYSICAL_HOT_WORKERS = 1  # the plan's physical runs: one hot worker of two
 PARTITIONER = "kdbtree"
 # The plan's modes and those only simulated so far: the adaptive distributor (LB, every batch).
-SIM_MODES: dict[str, tuple[str, str]] = {**MODES, "Adaptive STAL": ("STAL", "adaptive")}
+SIM_MODES: dict[str, tuple[str, str]] = {**MODES, ADAPTIVE: ("STAL", "adaptive")}
 
 
 @dataclass(frozen=True)
@@ -564,7 +564,7 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
 
 # -- the adaptive distributor against Static STAL and Table 1 (docs/results/adaptive) ----------
 
-ADAPTIVE_MODES = ("Static STAL", "Dynamic LB STAL", "Adaptive STAL")
+ADAPTIVE_MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE)
 ADAPTIVE_SKEWS = (3 / 16, 0.25, 0.3, 0.5, 0.7)   # 3/16: the 3 hot workers' fair share
 MOVING_SKEW = 0.5
 

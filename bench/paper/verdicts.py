@@ -14,17 +14,26 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.paper.breakdown import DYNAMIC as LB
-from bench.paper.breakdown import STATIC
-from bench.paper.plan import AB_LABEL, BALANCED, FIRST_PERIODS, MIN_STREAM_S, full_plan
+from bench.paper.plan import (
+    AB_LABEL,
+    BALANCED,
+    DYNAMIC_DB_STAL,
+    DYNAMIC_DB_STRL,
+    DYNAMIC_LB_STRL,
+    FIRST_PERIODS,
+    MIN_STREAM_S,
+    STATIC_STRL,
+    full_plan,
+)
+from bench.paper.plan import DYNAMIC_LB_STAL as LB
+from bench.paper.plan import STATIC_STAL as STATIC
 from bench.paper.rows import Row, fig8_rows, number, pipeline_order
 
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
 GAIN_REQUIRED = 1.4     # Dynamic LB STAL / Static STAL at the highest skew
 KEEP_REQUIRED = 0.9     # Dynamic LB STAL at the highest skew / at the balanced skew
-LB_DB_PAIRS = (("Dynamic LB STAL", "Dynamic DB STAL"), ("Dynamic LB STRL", "Dynamic DB STRL"))
-STAL_STRL_PAIRS = (("Static STAL", "Static STRL"), ("Dynamic LB STAL", "Dynamic LB STRL"),
-                   ("Dynamic DB STAL", "Dynamic DB STRL"))
+LB_DB_PAIRS = ((LB, DYNAMIC_DB_STAL), (DYNAMIC_LB_STRL, DYNAMIC_DB_STRL))
+STAL_STRL_PAIRS = ((STATIC, STATIC_STRL), (LB, DYNAMIC_LB_STRL), (DYNAMIC_DB_STAL, DYNAMIC_DB_STRL))
 
 
 Point = tuple[str, str, float]               # (pipeline, mode, skew)

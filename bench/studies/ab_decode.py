@@ -14,13 +14,14 @@ from pathlib import Path
 from statistics import mean
 
 from bench.paper.breakdown import run_breakdown
+from bench.paper.plan import DYNAMIC_LB_STAL, STATIC_STAL
 from bench.paper.rows import Row, read_rows
 from bench.studies import print_lines
 
 DIR = Path("docs/results/ab-decode-2026-11-25")
 SIDES = ("frozen-f2e4a7f", "onepass-233dc98")
 PIPELINES = ("sPIS", "RIsPS")
-MODES = ("Static STAL", "Dynamic LB STAL")
+MODES = (STATIC_STAL, DYNAMIC_LB_STAL)
 
 Key = tuple[str, str, int]
 
@@ -54,7 +55,7 @@ def report(directory: Path = DIR, sides: tuple[str, str] = SIDES) -> list[str]:
                        f"means {mean(b) / mean(a):.3f}")
         for side, t in zip(sides, tp, strict=True):
             lb, st = ([t[p, m, r] for r in reps] for m in reversed(MODES))
-            out.append(f"{p} {side}: Dynamic LB STAL / Static STAL "
+            out.append(f"{p} {side}: {DYNAMIC_LB_STAL} / {STATIC_STAL} "
                        f"{joined(f'{x / y:.2f}' for x, y in zip(lb, st, strict=True))}, ratio of "
                        f"means {mean(lb) / mean(st):.3f}")
         for m in MODES:

@@ -40,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import HOT_SPOT
+from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, HOT_SPOT, STATIC_STAL
 from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import (
     COST_MODE,
@@ -68,8 +68,6 @@ SCENARIOS = ("steady", "moving", "concentrated")
 # W = 2 with 80 % of the items in one partition is the issue's physical case
 CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, *HOT_SPOT))
 MIN_DURATION_S = 120.0
-DYNAMIC = "Dynamic LB STAL"
-ADAPTIVE = "Adaptive STAL"
 ADAPTIVE_POLICIES = ("greedy", "replicate")
 VARIANTS = ("none", *POLICIES, *(f"adaptive-{p}" for p in ADAPTIVE_POLICIES))
 
@@ -124,7 +122,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
                 trace = scenario_trace(workload, model, parts, scenario, workers=workers,
                                        hot_workers=hot_workers, period_s=period_s,
                                        min_duration_s=min_duration_s)
-                runs = ([(COST_MODE, "none")] + [(DYNAMIC, p) for p in policies]
+                runs = ([(COST_MODE, "none")] + [(DYNAMIC_LB_STAL, p) for p in policies]
                         + [(ADAPTIVE, p) for p in adaptive_policies])
                 done = []
                 for mode, policy in runs:
@@ -178,7 +176,7 @@ def _gzip(path: Path) -> Path:
 
 def _variant(mode: str, policy: str) -> str:
     """``none`` (Static STAL), the policy (Dynamic LB STAL, Table 1) or ``adaptive-POLICY``."""
-    return {COST_MODE: "none", DYNAMIC: policy}.get(mode, f"adaptive-{policy}")
+    return {COST_MODE: "none", DYNAMIC_LB_STAL: policy}.get(mode, f"adaptive-{policy}")
 
 
 def _after_first(run) -> float:
@@ -244,7 +242,7 @@ def summarise(out_dir: Path) -> Path:
         mine = [r for r in steady if r["variant"] == policy]
         if not mine:
             continue
-        label = "Static STAL" if policy == "none" else policy
+        label = STATIC_STAL if policy == "none" else policy
         style = "--" if policy in ("llfd", "minmig", "mixed") else "-"
         axes[0].plot([r["skew"] for r in mine], [r["over_greedy_mean"] for r in mine],
                      style, marker="o", label=label)

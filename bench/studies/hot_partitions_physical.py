@@ -30,11 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import ADAPTIVE, REPLICATE
+from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, REPLICATE, STATIC_STAL
 from bench.paper.rows import iter_rows, read_rows, write_csv
 
-STATIC, GREEDY = "Static STAL", "Dynamic LB STAL"
-MODES = (STATIC, GREEDY, ADAPTIVE, REPLICATE)
+MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE, REPLICATE)
 
 
 def _hot(run_id: str) -> int | None:
@@ -115,7 +114,7 @@ def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
                 "pipeline": pipeline, "skew": skew, "hot_partitions": hot or "", "mode": mode,
                 "repeats": len(mine), "throughput_mean": statistics.fmean(mine.values()),
                 "throughput_min": min(mine.values()), "throughput_max": max(mine.values())}
-            for name, base in (("static", STATIC), ("greedy", GREEDY)):
+            for name, base in (("static", STATIC_STAL), ("greedy", DYNAMIC_LB_STAL)):
                 pairs = [mine[rep] / thr[base][rep] for rep in mine if rep in thr.get(base, {})]
                 both = [rep for rep in mine if rep in thr.get(base, {})]
                 row[f"over_{name}"] = (statistics.fmean(mine[r] for r in both)

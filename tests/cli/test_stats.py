@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from cli.stats import HEADER, Follower, Period, format_row, shortfall, summarise
+from cli.stats import shortfall, summarise
+from cli.stats_follow import HEADER, format_row
+from dashboard.periods import Follower, Period
 from kafkaio.sender import Sender
 from schemas import codec
 
