@@ -9,7 +9,7 @@ home (STRL), where they become one payload (``geops.strategies.payload``), byte 
 one a driver holding every subscription would make.
 
 A 300,000-subscription static side shipped from the driver was a 185 MB task and an
-OutOfMemoryError in the driver's dispatcher (issue 26); here nothing of the static side passes
+OutOfMemoryError in the driver's dispatcher; here nothing of the static side passes
 through the driver or a task closure.
 """
 

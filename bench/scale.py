@@ -1,4 +1,4 @@
-"""`geops bench scale`: the app with 10k .. 1M subscriptions (issue 26 item 5).
+"""`geops bench scale`: the app with 10k .. 1M subscriptions.
 
 Per run (strategy x number of subscriptions, STAL, W workers in ``local[W]``) on a broker of its
 own, with topics of a fresh prefix:

@@ -1,5 +1,5 @@
 """`geops bench scale`: time to the first batch, throughput, cost per candidate pair, peak
-memory and a move's redistribution time with 10k .. 1M subscriptions (issue 26 item 5)."""
+memory and a move's redistribution time with 10k .. 1M subscriptions."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
              "pub_per_cpu_s", "app_cpu_ms_per_1k", "app_cpu_s", "broker_cpu_s",
              "batch_ms_mean", "lag_max", "change_write_rate", "loadavg_1m")
-# targets of issue 21, reported against (not asserted)
+# the targets set for subscription churn, reported against (not asserted)
 TARGET_COST = 0.10        # 1,000 changes/s cost at most 10 % of throughput (sPIS STAL)
 TARGET_TTE_TRIGGERS = 2.0  # p99 time-to-effect at most 2 triggers
 
@@ -256,7 +256,7 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
         f"warm-up of {spec.warmup_s:.0f} s that is not kept, the app drained between levels. "
         f"Machine: {_machine()}.", "",
         "```", _command(spec), "```", "",
-        *table(cells), "", "Targets (issue 21; reported, not asserted):", "",
+        *table(cells), "", "Targets (reported, not asserted):", "",
         *targets(cells), "", LEGEND.format(mix=mix), "",
         "Files: `churn.csv` (this table), `levels.csv` (every level of every round), "
         "`effects_raw.csv.xz` (every change: offset, written, in effect, batches), "

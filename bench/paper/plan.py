@@ -2,13 +2,13 @@
 
 A mode is a join location plus a balancing: Static modes keep the initial assignment (the
 distributor only observes and reports MLDC), Dynamic modes let it command rebalances using
-processing time (LB) or item counts (DB). ``Adaptive STAL`` (issue 23) lets the self-tuning
-distributor (``--mode adaptive``) decide; ``Dynamic LB STAL replicate`` (issue 22) is Dynamic
+processing time (LB) or item counts (DB). ``Adaptive STAL`` lets the self-tuning
+distributor (``--mode adaptive``) decide; ``Dynamic LB STAL replicate`` is Dynamic
 LB STAL with the distributor's ``--policy replicate`` (hot partitions get several owners) where
 every other mode uses the paper's ``greedy``. Neither is one of the paper's six; they run only
 when asked for (``--modes``).
 
-A plan may add **hot-spot points** (issue 22): the skewed share of the stream in K partitions
+A plan may add **hot-spot points**: the skewed share of the stream in K partitions
 of the hot worker (``geops generate --hot-partitions K``), e.g. ``HOT_SPOT``, the W = 2 stream
 with 80 % of its items in one partition that the hot-partition simulation predicts
 (``bench.studies.hot_partitions.CONCENTRATED``).

@@ -62,7 +62,7 @@ def distributor_args(spec: RunSpec, settings: DistributorSettings) -> list[str]:
     mode = {"static": "observe", "adaptive": "adaptive"}.get(spec.balancing, "dynamic")
     first_period = spec.first_period or settings.first_period
     metric = spec.balancing if spec.balancing in ("LB", "DB") else "LB"
-    # the paper's greedy, whatever the configured default (replicate since issue 22), unless
+    # the paper's greedy, whatever the configured default (replicate), unless
     # the mode names another (plan.MODE_POLICIES)
     return [*GEOPS, "distributor", "--mode", mode, "--metric", metric, "--policy", spec.policy,
             "--period", settings.period, "--min-items", str(settings.min_items),

@@ -34,7 +34,7 @@ class WorkloadKey:
     partitions: int
     partitioner: str
     skew: float
-    hot_partitions: int | None = None   # the skewed share in K partitions (issue 22)
+    hot_partitions: int | None = None   # the skewed share in K partitions
 
     @classmethod
     def of(cls, spec: RunSpec) -> WorkloadKey:

@@ -12,7 +12,7 @@ miMLDC 0.3) and each policy in turn; Static STAL (no distributor) as the floor; 
 adaptive distributor (``--mode adaptive``, judged after every batch) with ``greedy`` and
 ``replicate`` (variants ``adaptive-greedy``, ``adaptive-replicate``).
 
-Replicas (policy ``replicate``) are simulated as the app runs them (issue 22): a partition
+Replicas (policy ``replicate``) are simulated as the app runs them: a partition
 with k owners has its stream items split evenly among them (``owner_index``), so each owner
 does 1/k of its join work; each owner builds the partition's index once (STAL) when it first
 has items there; a new replica is shipped like a move (a batch with any move or new replica

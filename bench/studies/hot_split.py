@@ -1,4 +1,4 @@
-"""Splitting a hot static partition into child partitions vs replicating it (issue 22).
+"""Splitting a hot static partition into child partitions vs replicating it.
 
 ``python -m bench.studies.hot_split --out docs/results/hot-partitions/split``
 

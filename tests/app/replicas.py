@@ -1,4 +1,4 @@
-"""Replicated partitions in the app tests (issue 22): commands with replicas, a producer that
+"""Replicated partitions in the app tests: commands with replicas, a producer that
 writes publications while the app runs and sends commands between them, and the split of each
 batch's items among a partition's owners that the app must have made."""
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_path):
     """kill -9 the driver mid-stream; a restart with the same checkpoint completes the work.
 
-    Replicated partitions are in force (issue 22): the three busiest are on both workers. Every
+    Replicated partitions are in force: the three busiest are on both workers. Every
     batch, the replayed one too, splits their items among the owners by publication key, as
     computed here from the batch's offsets."""
     load(kafka_cfg, workload)

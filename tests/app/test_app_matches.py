@@ -1,5 +1,5 @@
 """The app on Apache Kafka and a local Spark session: matches equal the oracle, for every
-strategy and join, with replicated partitions (issue 22) in force and changing mid-stream.
+strategy and join, with replicated partitions in force and changing mid-stream.
 
 Each run starts with a command on the control topic that replicates the three busiest partitions
 on both workers; the publications are written while the app runs, and between them a command

@@ -7,7 +7,7 @@ ids to a new geometry and relation, tombstones, re-adds of removed ids, and one 
 (dead-lettered). The expected matches of every publication are the oracle's over the set as of
 its batch's ``subscription_offsets``, replayed from the subscriptions topic itself.
 
-Half the partitions are replicated on both workers from the start (issue 22): a replicated
+Half the partitions are replicated on both workers from the start: a replicated
 partition's items are split between its owners, so a change that reached only one copy would
 show as a wrong match.
 """

@@ -1,4 +1,4 @@
-"""Replicated static partitions outside Spark (issue 22): the commands the app accepts, the
+"""Replicated static partitions outside Spark: the commands the app accepts, the
 routing split among a partition's owners, the join of every owner, and the static side's
 copies (STAL resident on each owner, STRL shipped to each) as owners come and go."""
 

@@ -1,4 +1,4 @@
-"""The simulation with replicated partitions (issue 22): makespans with a partition's work split
+"""The simulation with replicated partitions: makespans with a partition's work split
 among its owners, index builds per owner, bytes shipped per added owner, and the sweep's rows."""
 
 from __future__ import annotations

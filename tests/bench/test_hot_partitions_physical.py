@@ -1,4 +1,4 @@
-"""The summary of issue 22's physical runs, on a crafted results directory."""
+"""The summary of the hot-partition physical runs, on a crafted results directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every `geops` command answers bad input with one line naming what is wrong (issue 25, item 4).
+"""Every `geops` command answers bad input with one line naming what is wrong.
 
 Each case runs the CLI in-process (``cli.main.main``) with one bad value and checks the answer:
 a non-zero exit code, no traceback, and exactly one line on stderr that starts with the command

@@ -1,4 +1,4 @@
-"""`geops tail` lines of records with replicated partitions (issue 22), and of old ones."""
+"""`geops tail` lines of records with replicated partitions, and of old ones."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_no_load_means_not_over_threshold():
 
 
 def test_params_defaults_are_table_1_and_mode_adaptive():
-    p = Params()  # mode adaptive measured best (issue 23); mode dynamic takes Table 1's values
+    p = Params()  # mode adaptive measured best; mode dynamic takes Table 1's values
     assert (p.metric, p.mode, p.threshold, p.min_items, p.wait_periods, p.min_improvement) == (
         "LB", "adaptive", 0.5, 1000, 3, 0.3)
     assert p.first_period == "min-items"  # ours; "full" is the paper's first period

@@ -1,5 +1,5 @@
 """The engine never waits forever for an epoch the app does not run, and never writes an epoch
-or a sum an Avro long cannot hold (issue 25, item 3). Pure engine tests: no Kafka."""
+or a sum an Avro long cannot hold. Pure engine tests: no Kafka."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Concentrated and moving hot spots: ``--hot-partitions K`` and ``--moving-hotspot`` (issue 22)."""
+"""Concentrated and moving hot spots: ``--hot-partitions K`` and ``--moving-hotspot``."""
 
 from __future__ import annotations
 
