@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import config
@@ -20,12 +20,14 @@ APP_FLAGS = ["app", "--workers", "2", "--strategy", "sPIS", "--partitions", "8",
              "--trigger", "200ms", "--max-records-per-trigger", "100", "--stop-after-idle", "4s"]
 
 
-def run_app(flags: list[str], env: dict[str, str], log: Path, timeout: float = 150.0) -> int:
-    """Run `geops app` with ``APP_FLAGS`` and ``flags`` until it exits; its exit code (negative:
-    killed by that signal). Whatever it leaves of its process group is killed."""
+def run_app(flags: list[str], env: dict[str, str], log: Path, timeout: float = 150.0,
+            cwd: Path | None = None) -> int:
+    """Run `geops app` with ``APP_FLAGS`` and ``flags`` (in ``cwd``) until it exits; its exit
+    code (negative: killed by that signal). Whatever it leaves of its process group is
+    killed."""
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", *APP_FLAGS, *flags],
-                                env=env, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             return proc.wait(timeout)
@@ -46,15 +48,6 @@ def visible_output(cfg: config.Config) -> tuple[dict[int, list[dict]], list[dict
         found[rec["publication_id"]].append(rec)
     return dict(found), by_schema(cfg.kafka_client(), cfg.topic("metrics")).get(
         "BatchSummary", [])
-
-
-def duplicated_batches(got: dict[int, list[dict]], summaries: list[dict]
-                       ) -> tuple[set[int], set[int]]:
-    """The batches with a Match record visible more than once, and those summarised more
-    than once."""
-    matches = {r["batch_id"] for recs in got.values() if len(recs) > 1 for r in recs}
-    counts = Counter(s["batch_id"] for s in summaries)
-    return matches, {b for b, n in counts.items() if n > 1}
 
 
 def assert_matches_oracle(got: dict[int, list[dict]], oracle: dict[int, tuple[int, ...]]

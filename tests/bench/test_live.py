@@ -180,7 +180,7 @@ def test_match_event_time_reads_past_the_array(subs):
 def test_tiny_live_bench_end_to_end(tmp_path: Path):
     result, out, work = run_geops_bench(
         tmp_path, "live", "--subscriptions", "300", "--pool", "2000", "--step", "4s",
-        "--bisections", "2", "--start-rate", "1000", "--duration", "6s", "--levels", "50,90")
+        "--bisections", "1", "--start-rate", "1000", "--duration", "4s", "--levels", "50,90")
     assert "search step 1" in result.stderr and "maximum sustainable rate" in result.stderr
     for name in ("README.md", "search.csv", "latency.csv", "timeline.csv", "batches.csv",
                  "latency_raw.csv.xz", "latency_vs_load.png", "timeline.png"):
