@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import config
@@ -48,6 +48,15 @@ def visible_output(cfg: config.Config) -> tuple[dict[int, list[dict]], list[dict
         found[rec["publication_id"]].append(rec)
     return dict(found), by_schema(cfg.kafka_client(), cfg.topic("metrics")).get(
         "BatchSummary", [])
+
+
+def duplicated_batches(got: dict[int, list[dict]], summaries: list[dict]
+                       ) -> tuple[set[int], set[int]]:
+    """The batches with a Match record visible more than once, and those summarised more
+    than once."""
+    matches = {r["batch_id"] for recs in got.values() if len(recs) > 1 for r in recs}
+    counts = Counter(s["batch_id"] for s in summaries)
+    return matches, {b for b, n in counts.items() if n > 1}
 
 
 def assert_matches_oracle(got: dict[int, list[dict]], oracle: dict[int, tuple[int, ...]]
