@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+import shutil
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -33,6 +34,16 @@ def stored(path: Path) -> list[Path]:
     parts = sorted(path.parent.glob(f"{path.stem}.part-*{path.suffix}.gz"),
                    key=lambda p: int(p.name.split(".part-")[1].split(".")[0]))
     return [p for p in (path.with_name(path.name + ".gz"), *parts, path) if p.exists()]
+
+
+def gzip_beside(path: Path) -> Path:
+    """``path`` gzipped beside itself, the plain file removed (how ``docs/results`` stores a
+    large table; reading ``path`` reads the ``.gz``)."""
+    packed = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    path.unlink()
+    return packed
 
 
 def _open(path: Path) -> IO[str]:

@@ -63,9 +63,7 @@ Assumptions (printed verbatim in the report):
 
 from __future__ import annotations
 
-import gzip
 import math
-import shutil
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -78,6 +76,7 @@ import numpy as np
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, MODES, STATIC_STAL
 from bench.paper.rows import (
     Row,
+    gzip_beside,
     is_plan_run,
     iter_rows,
     mode_order,
@@ -691,10 +690,7 @@ def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS
     write_csv(path, rows)
     decided = out_dir / "adaptive_decisions.csv"   # ~1 MB of reasons: stored gzipped
     write_csv(decided, decisions)
-    with open(decided, "rb") as src, gzip.open(decided.with_name(decided.name + ".gz"),
-                                                 "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    decided.unlink()
+    gzip_beside(decided)
     return path
 
 

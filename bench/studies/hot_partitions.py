@@ -32,16 +32,14 @@ Writes ``hot_partitions.csv.gz`` (one row per pipeline, scenario, skew, repeat a
 from __future__ import annotations
 
 import argparse
-import gzip
 import math
-import shutil
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, HOT_SPOT, STATIC_STAL
-from bench.paper.rows import read_rows, write_csv
+from bench.paper.rows import gzip_beside, read_rows, write_csv
 from bench.paper.simulate import (
     COST_MODE,
     HOT_WORKERS,
@@ -161,17 +159,8 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
     write_csv(path, rows)
     mldc = out_dir / "hot_partitions_mldc.csv"
     write_csv(mldc, periods)
-    _gzip(mldc)
-    return _gzip(path)
-
-
-def _gzip(path: Path) -> Path:
-    """``path`` gzipped beside it (``bench.paper.rows`` reads either); the plain file removed."""
-    packed = path.with_name(path.name + ".gz")
-    with open(path, "rb") as src, gzip.open(packed, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    path.unlink()
-    return packed
+    gzip_beside(mldc)
+    return gzip_beside(path)
 
 
 def _variant(mode: str, policy: str) -> str:

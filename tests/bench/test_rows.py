@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import gzip
 import math
-import shutil
 from pathlib import Path
 
 from bench.paper import rows
-from bench.paper.rows import iter_rows, read_rows, write_csv
+from bench.paper.rows import gzip_beside, iter_rows, read_rows, write_csv
 
 RUNS = [{"run_id": f"r{i}", "repeat": i, "x": i * 1.5} for i in range(3)]
-
-
-def _gzip(path: Path) -> Path:
-    """``path`` compressed beside itself, the plain file removed (as docs/results stores it)."""
-    packed = path.with_name(path.name + ".gz")
-    with open(path, "rb") as src, gzip.open(packed, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    path.unlink()
-    return packed
 
 
 def test_a_gzipped_table_reads_as_the_plain_one(tmp_path: Path) -> None:
     path = tmp_path / "loads.csv"
     write_csv(path, RUNS)
     plain = read_rows(path)
-    _gzip(path)
+    gzip_beside(path)
     assert read_rows(path) == plain == [{"run_id": f"r{i}", "repeat": str(i),
                                          "x": str(i * 1.5)} for i in range(3)]
     assert rows.stored(path) == [tmp_path / "loads.csv.gz"]
@@ -35,7 +24,7 @@ def test_a_gzipped_table_reads_as_the_plain_one(tmp_path: Path) -> None:
 def test_rows_appended_after_compression_follow_the_stored_ones(tmp_path: Path) -> None:
     path = tmp_path / "loads.csv"
     write_csv(path, RUNS[:2])
-    _gzip(path)
+    gzip_beside(path)
     write_csv(path, RUNS[2:])   # the harness appends new runs to a plain loads.csv
     assert [r["run_id"] for r in read_rows(path)] == ["r0", "r1", "r2"]
 
@@ -44,7 +33,7 @@ def test_a_table_stored_in_parts_reads_in_part_order(tmp_path: Path) -> None:
     for i in (2, 10, 1):  # numbered, not sorted by name
         part = tmp_path / f"loads.part-{i}.csv"
         write_csv(part, [{"run_id": f"r{i}", "repeat": "0", "x": "1"}])
-        _gzip(part)
+        gzip_beside(part)
     write_csv(tmp_path / "loads.csv", [{"run_id": "new", "repeat": "0", "x": "1"}])
     assert [r["run_id"] for r in read_rows(tmp_path / "loads.csv")] == ["r1", "r2", "r10", "new"]
 
@@ -52,7 +41,7 @@ def test_a_table_stored_in_parts_reads_in_part_order(tmp_path: Path) -> None:
 def test_rows_of_some_runs_only(tmp_path: Path) -> None:
     path = tmp_path / "loads.csv"
     write_csv(path, RUNS)
-    _gzip(path)
+    gzip_beside(path)
     assert [r["run_id"] for r in iter_rows(path, {"r0", "r2"})] == ["r0", "r2"]
 
 
