@@ -30,14 +30,7 @@ from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
-from app.tasks import (
-    ROUTED_SCHEMA,
-    JoinContext,
-    RouteContext,
-    decode_route_arrow,
-    join,
-    routed_item,
-)
+from app.tasks import JoinContext, RouteContext, decode_route_rows, join
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, KafkaOutage
@@ -240,11 +233,12 @@ class BatchRunner:
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
                                tuple(self.static.base_seq), seqs, changes)
         self._report_lost(batch_id)
+        read = df.select("topic", "partition", "offset", "key", "value").rdd
         # At most one read task per core: a task costs more than reading a range.
-        read = (df.select("topic", "partition", "offset", "key", "value")
-                .coalesce(self.sc.defaultParallelism))
-        stream = (read.mapInArrow(partial(decode_route_arrow, route_ctx), ROUTED_SCHEMA).rdd
-                  .map(routed_item).partitionBy(self.workers, by_worker))
+        if read.getNumPartitions() > self.sc.defaultParallelism:
+            read = read.coalesce(self.sc.defaultParallelism)
+        stream = (read.mapPartitions(partial(decode_route_rows, route_ctx))
+                  .partitionBy(self.workers, by_worker))
         joined = self.static.for_batch().union(stream)
         out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
         job_ms = (time.perf_counter() - t0) * 1000

@@ -6,10 +6,9 @@ Records crossing the shuffle are keyed by target worker; what each kind holds is
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -88,91 +87,26 @@ def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarr
     return (kafka_partition << KEY_PARTITION_SHIFT) | offset
 
 
-class ReadColumns:
-    """One read task's Kafka records, column-wise: what decoding and routing need of every
-    record (values, partitions, offsets); a whole ``Record`` only for the few that go to the
-    dead-letter topic."""
-
-    def __init__(self, values: list[bytes | None], partitions: np.ndarray, offsets: np.ndarray,
-                 record: Callable[[int], Record]):
-        self.values, self.partitions, self.offsets, self.record = (values, partitions, offsets,
-                                                                   record)
-
-    @classmethod
-    def of_records(cls, rows: Iterable[Any]) -> ReadColumns:
-        """From objects with ``topic``, ``partition``, ``offset``, ``key`` and ``value``."""
-        rows = rows if isinstance(rows, list) else list(rows)
-        return cls([r.value for r in rows],
-                   np.fromiter((r.partition for r in rows), np.int64, len(rows)),
-                   np.fromiter((r.offset for r in rows), np.int64, len(rows)),
-                   lambda i: Record(rows[i].topic, rows[i].partition, rows[i].offset,
-                                    rows[i].key, rows[i].value))
-
-    @classmethod
-    def of_arrow(cls, batches: Iterable[Any]) -> ReadColumns:
-        """From the Arrow record batches of Spark's Kafka connector's columns (``topic``,
-        ``partition``, ``offset``, ``key``, ``value``): one conversion per column, no Python
-        object per record but the values' bytes."""
-        import pyarrow as pa
-
-        batches = list(batches)
-        if not batches:
-            return cls([], np.empty(0, np.int64), np.empty(0, np.int64), _no_record)
-        table = pa.Table.from_batches(batches)
-        values = table.column("value").to_pylist()
-        partitions = table.column("partition").to_numpy().astype(np.int64)
-        offsets = table.column("offset").to_numpy().astype(np.int64)
-        topic, key = table.column("topic"), table.column("key")
-        return cls(values, partitions, offsets,
-                   lambda i: Record(topic[i].as_py(), int(partitions[i]), int(offsets[i]),
-                                    key[i].as_py(), values[i]))
-
-
-def _no_record(i: int) -> Record:
-    raise IndexError(i)
-
-
-# What decode_route_arrow gives Spark: per (worker, record of app.records), one row.
-ROUTED_SCHEMA = "worker int, item binary"
-
-
-def decode_route_arrow(ctx: RouteContext, batches: Iterable[Any]) -> Iterator[Any]:
-    """``decode_route`` as a ``mapInArrow`` function: the connector's columns in, one Arrow
-    row per routed record out, pickled (``routed_item`` reads it back). Arrow hands the
-    records to Python in a few column copies, where rows of the DataFrame's RDD would be
-    pickled by the JVM one by one and unpickled as ``Row`` objects, at several times the cost
-    (``python -m bench.studies.read_path``)."""
-    import pyarrow as pa
-
-    workers, items = [], []
-    for worker, item in decode_route_columns(ctx, ReadColumns.of_arrow(batches)):
-        workers.append(worker)
-        items.append(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
-    yield pa.RecordBatch.from_arrays([pa.array(workers, pa.int32()), pa.array(items, pa.binary())],
-                                     names=["worker", "item"])
-
-
-def routed_item(row: Any) -> tuple[int, Any]:
-    """A row of ``decode_route_arrow`` as the (worker, record) pair the shuffle keys by."""
-    return row[0], pickle.loads(row[1])
+def decode_route_rows(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
+    """Decode and route one read task's Kafka rows (topic, partition, offset, key, value, in
+    that order, as the batch selects them from Spark's connector; see ``decode_route``)."""
+    return decode_route(ctx, [Record(*row) for row in rows])
 
 
 def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
-    """``decode_route_columns`` of records with ``topic``, ``partition``, ``offset``, ``key``
-    and ``value`` attributes."""
-    return decode_route_columns(ctx, ReadColumns.of_records(rows))
-
-
-def decode_route_columns(ctx: RouteContext, cols: ReadColumns) -> Iterator[tuple[int, tuple]]:
     """Decode publications, dead-letter the bad ones, route the rest to (worker, partition).
 
-    The whole task's records are decoded in one pass (``schemas.publication_decoder``).
+    ``rows`` need ``topic``, ``partition``, ``offset``, ``key`` and ``value`` attributes. The
+    whole task's records are decoded in one pass (``schemas.publication_decoder``).
     """
-    count = len(cols.values)
-    pubs = decode_publications(cols.values)
-    dead: list[tuple[Any, str]] = [(cols.record(i), reason) for i, reason in pubs.errors]
+    rows = rows if isinstance(rows, list) else list(rows)
+    count = len(rows)
+    pubs = decode_publications([row.value for row in rows])
+    dead: list[tuple[Any, str]] = [(rows[i], reason) for i, reason in pubs.errors]
     decoded = np.flatnonzero(pubs.ok)
-    keys = publication_key(cols.partitions[decoded], cols.offsets[decoded])
+    partitions = np.fromiter((row.partition for row in rows), np.int64, count)
+    offsets = np.fromiter((row.offset for row in rows), np.int64, count)
+    keys = publication_key(partitions[decoded], offsets[decoded])
     ids, wkbs, times = pubs.ids, pubs.geometries, pubs.event_times
     good = np.ones(len(keys), bool)
     if len(keys):
@@ -181,7 +115,7 @@ def decode_route_columns(ctx: RouteContext, cols: ReadColumns) -> Iterator[tuple
             if problem is not None:
                 good[i] = False
                 reason = "unreadable WKB geometry" if problem == "missing geometry" else problem
-                dead.append((cols.record(int(decoded[i])), reason))
+                dead.append((rows[decoded[i]], reason))
     if dead:
         _dead_letter(ctx, dead)
     yield 0, ReadStats(count, len(dead))
