@@ -34,6 +34,13 @@ REQUEST_TIMEOUT_MS = 5_000
 # which keeps a partition's leader once learnt and would wait for a lost node until this timeout
 # (KAFKA-20673), is soon replaced by a new one that asks the cluster again.
 API_TIMEOUT_MS = 15_000
+# How long a fetch of the connector's consumers may wait on the broker for records to arrive
+# (the Java client's default is 500 ms). A pooled consumer that read a range to the log's end
+# has a fetch at the end in flight, and its next batch's read waited for it: up to 500 ms per
+# partition and batch, on a live stream every batch (python -m bench.studies.read_ab, the
+# connector page). The connector only fetches what a batch's range holds, so nothing polls
+# an idle topic this often.
+FETCH_MAX_WAIT_MS = 10
 # The driver tries its offset lookups again this far apart, with a new admin client each time,
 # as often as fits in the outage limit.
 RETRY_INTERVAL_MS = 1_000
@@ -72,6 +79,7 @@ def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, 
         "kafkaConsumer.pollTimeoutMs": str(int(limit * 1000)),
     })
     options.setdefault("kafka.isolation.level", "read_committed")
+    options.setdefault("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
     if cfg["app.max_records_per_trigger"]:
         options["maxOffsetsPerTrigger"] = str(cfg["app.max_records_per_trigger"])
     return options

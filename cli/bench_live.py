@@ -81,6 +81,10 @@ def register_live(benches: argparse._SubParsersAction) -> None:
                    help="sustainable: lag growth over the second half <= S s of input (1)")
     s.add_argument("--max-rate", type=float, metavar="R",
                    help="skip the search: take R publications/s as the maximum")
+    s.add_argument("--backlog", type=int, default=60_000, metavar="N",
+                   help="steady: before the search, write N publications at once and measure "
+                        "how fast the same app drains them, for the ratio of the maximum "
+                        "sustainable rate to it (60000; 0: skip)")
     s.add_argument("--levels", default="50,70,90", metavar="LIST",
                    help="percentages of the maximum to offer (default 50,70,90)")
     s.add_argument("--duration", default="60s", metavar="D",
@@ -202,6 +206,8 @@ def build_spec(args: argparse.Namespace):
                            EXIT_USAGE)
     if args.start_rate <= 0 or (args.max_rate is not None and args.max_rate <= 0):
         raise CommandError("rates must be positive", EXIT_USAGE)
+    if args.backlog < 0:
+        raise CommandError(f"--backlog must be 0 or more, got {args.backlog}", EXIT_USAGE)
     soak = duration(args.soak, "--soak") if args.soak else None
     given, kafka_props = kafka_settings(args)
     default_out = ("docs/results/live/soak" if soak else
@@ -215,7 +221,8 @@ def build_spec(args: argparse.Namespace):
                        args.partitioner, args.trigger, args.master, args.delivery),
         step_s=duration(args.step, "--step"), start_rate=args.start_rate,
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
-        max_growth_s=args.max_growth, max_rate=args.max_rate, levels=levels,
+        max_growth_s=args.max_growth, max_rate=args.max_rate, backlog=args.backlog,
+        levels=levels,
         duration_s=duration(args.duration, "--duration"), trigger_sweep=sweep,
         skew=args.skew, hot_workers=args.hot_workers, shifts=args.shifts,
         distributor_mode=args.distributor_mode, bootstrap_servers=given,

@@ -136,6 +136,16 @@ def judge_step(rate: float, step_s: float, samples: Sequence[tuple[float, int | 
 
 # -- the search ------------------------------------------------------------------------------
 
+def drain_rate(batches: Sequence[dict]) -> float:
+    """Publications per second over the batches that processed records: their records over
+    the time from the first one's start to the last one's end (0 without any)."""
+    busy = [b for b in batches if b["records"]]
+    if not busy:
+        return 0.0
+    span_ms = max(b["end_time"] for b in busy) - min(b["start_time"] for b in busy)
+    return sum(b["records"] for b in busy) / max(span_ms / 1000, 1e-3)
+
+
 def nice_rate(rate: float) -> float:
     """Rates rounded to two significant figures at most (1,234 -> 1,200; 75 -> 75)."""
     if rate <= 0:

@@ -205,6 +205,18 @@ def _search_md(max_rate: float, verdicts: Sequence[calc.Verdict], spec: Any) -> 
     return [*lines, ""]
 
 
+def _backlog_md(max_rate: float, backlog: dict | None, producer_cpu: float | None
+                ) -> list[str]:
+    if not backlog or not backlog["rate"]:
+        return []
+    return [f"**Backlog throughput of the same app: {backlog['rate']:,.0f} publications/s** "
+            f"({backlog['records']:,} written at once, drained over {backlog['batches']} "
+            f"batches); **maximum sustainable rate / backlog throughput = "
+            f"{max_rate / backlog['rate']:.2f}**. The producer (this benchmark's process, "
+            f"records encoded ahead but for id and time) used {producer_cpu:.0%} of a core "
+            "during the search.", ""]
+
+
 def latency_table(sums: Sequence[dict]) -> list[str]:
     lines = ["| phase | trigger | offered pub/s | processed pub/s | matched | p50 ms | p95 ms "
              "| p99 ms | max ms | lag max | batch ms (mean) | batch interval ms | job ms | "
@@ -255,6 +267,8 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
              f"{_setup(spec)}. Machine: {_machine()}.", "",
              "```", _command(spec), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
+             *_backlog_md(result["max_rate"], result.get("backlog"),
+                          result.get("producer_cpu")),
              f"Each level offered for {spec.duration_s:.0f} s:", "",
              *latency_table(sums), "", LEGEND, "",
              "Files: `search.csv` (the search steps), `latency.csv` (this table), "

@@ -62,6 +62,7 @@ class LiveSpec(BenchEnv):
     max_lag_s: float = 5.0
     max_growth_s: float = 1.0
     max_rate: float | None = None        # skip the search
+    backlog: int = 60_000                # steady: publications drained for the ratio; 0: none
     levels: tuple[float, ...] = (0.5, 0.7, 0.9)
     duration_s: float = 60.0
     trigger_sweep: tuple[str, ...] = ()
@@ -228,6 +229,19 @@ def search(spec: LiveSpec, s: Session, pub: Publisher, log: Log
     return rs.best, rs.history
 
 
+def backlog_throughput(s: Session, pub: Publisher, records: int, log: Log) -> dict:
+    """How fast the running app drains ``records`` publications written at once: the same app
+    and settings as the live steps, so the maximum sustainable rate can be set against it."""
+    log(f"backlog: writing {records:,} publications at once")
+    offer = pub.offer(records, 1.0, pub.new_base())  # as fast as the producer goes, within ~1 s
+    drained = s.drain()
+    batches = s.batches_between(offer.t0_ms, offer.t1_ms + int(drained * 1000) + 1000)
+    rate = calc.drain_rate(batches)
+    log(f"  backlog: {offer.sent:,} written in {(offer.t1_ms - offer.t0_ms) / 1000:.1f} s, "
+        f"drained in {drained:.1f} s; {rate:,.0f} publications/s over {len(batches)} batches")
+    return {"records": offer.sent, "rate": rate, "batches": len(batches)}
+
+
 def phase(s: Session, pub: Publisher, label: str, rate: float, seconds: float, log: Log,
           level: float | None = None,
           events: list | None = None) -> PhaseResult:
@@ -278,7 +292,14 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
         s.start_app()
         pub = publisher_for(s, workload)
         s.warm_up(pub, spec.start_rate)
+        backlog = backlog_throughput(s, pub, spec.backlog, log) if spec.backlog else None
+        cpu0, wall0 = time.process_time(), time.monotonic()
         best, verdicts = find_max_rate(spec, s, pub, log)
+        # this process is mostly the producer (records pre-encoded but for id and time)
+        producer_cpu = (time.process_time() - cpu0) / max(time.monotonic() - wall0, 1e-9)
+        if backlog:
+            log(f"maximum sustainable rate / backlog throughput: {best / backlog['rate']:.2f}; "
+                f"the producer's process used {producer_cpu:.0%} of a core during the search")
         phases = []
         for level in spec.levels:
             phases.append(phase(s, pub, f"{level:.0%} of max", nice(level * best),
@@ -294,7 +315,8 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
                                 spec.duration_s, log, 0.7))
             pub.close()
             bench.end(s)
-    result = {"max_rate": best, "verdicts": verdicts, "phases": phases}
+    result = {"max_rate": best, "verdicts": verdicts, "phases": phases, "backlog": backlog,
+              "producer_cpu": producer_cpu}
     report.write_steady(spec, result, log)
     return result
 

@@ -119,6 +119,14 @@ def test_search_with_no_bisection_and_a_ceiling():
     assert _run_search(1e9, start=500, bisections=2, max_rate=4000).best == 4000
 
 
+def test_drain_rate_spans_the_batches_with_records():
+    batches = [{"records": 0, "start_time": 0, "end_time": 400},
+               {"records": 3000, "start_time": 500, "end_time": 1500},
+               {"records": 1000, "start_time": 1500, "end_time": 2500}]
+    assert calc.drain_rate(batches) == 4000 / 2.0
+    assert calc.drain_rate(batches[:1]) == 0.0
+
+
 def test_nice_rate():
     assert calc.nice_rate(1234) == 1200
     assert calc.nice_rate(75) == 75
@@ -180,8 +188,10 @@ def test_match_event_time_reads_past_the_array(subs):
 def test_tiny_live_bench_end_to_end(tmp_path: Path):
     result, out, work = run_geops_bench(
         tmp_path, "live", "--subscriptions", "300", "--pool", "2000", "--step", "4s",
-        "--bisections", "1", "--start-rate", "1000", "--duration", "4s", "--levels", "50,90")
+        "--bisections", "1", "--start-rate", "1000", "--duration", "4s", "--levels", "50,90",
+        "--backlog", "4000")
     assert "search step 1" in result.stderr and "maximum sustainable rate" in result.stderr
+    assert "maximum sustainable rate / backlog throughput:" in result.stderr
     for name in ("README.md", "search.csv", "latency.csv", "timeline.csv", "batches.csv",
                  "latency_raw.csv.xz", "latency_vs_load.png", "timeline.png"):
         assert (out / name).stat().st_size > 0, name
@@ -198,6 +208,7 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
     assert all(int(r["latency_ms"]) >= 0 for r in raw[:1000])
     readme = (out / "README.md").read_text()
     assert "Maximum sustainable rate" in readme and "geops bench live" in readme
+    assert "maximum sustainable rate / backlog throughput = " in readme
     assert_nothing_left(work)  # everything it started is gone
 
 
