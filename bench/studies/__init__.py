@@ -7,7 +7,8 @@ Those that read a results directory take it as their argument and read its table
 ``bench.paper.rows`` (so ``loads.csv.gz`` and tables stored in parts work as ``loads.csv``).
 
 - ``ab_decode [DIR]``: the one-pass decoder A/B (``docs/results/ab-decode-2026-11-25/``).
-- ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``).
+- ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``);
+  ``read_path``: where a read task's time goes between the connector and Python.
 - ``hot_partitions``, ``hot_partitions_physical``, ``hot_split``: replication and the
   migration-aware policies (``docs/results/hot-partitions/``, ``docs/results/adaptive/physical``).
 - ``static_memory``: what a worker's Python process holds per subscription

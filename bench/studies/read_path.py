@@ -7,7 +7,8 @@ as a batch, the way each micro-batch reads its range, and each repeat times, int
 - ``rows``: the rows handed to Python as the app handed them before (``df.select(...).rdd``:
   every record pickled by the JVM and unpickled as a ``Row``), their values' bytes summed;
 - ``rows+decode``: the same, and the values decoded in one pass (``decode_publications``);
-- ``arrow``: the columns handed to Python in Arrow batches (``mapInArrow``), summed;
+- ``arrow``: the columns handed to Python in Arrow batches (``mapInArrow``; needs pandas
+  installed), summed;
 - ``arrow+decode``: the same, decoded.
 
 Usage: ``python -m bench.studies.read_path [--publications N] [--repeats R]``; it starts a
@@ -18,6 +19,7 @@ seconds per repeat and per million records, and the median of each way.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -61,16 +63,22 @@ def _arrow_decode(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def ways(df: Any) -> dict[str, Callable[[], Any]]:
-    """Each way of reading ``df``, as a function that runs it once."""
+    """Each way of reading ``df``, as a function that runs it once; the Arrow ways only where
+    pandas is installed (pyspark's ``mapInArrow`` refuses to run without it; geops does not
+    depend on it)."""
     sel = df.select(*COLUMNS)
-    return {
+    found = {
         "jvm": lambda: sel.count(),
         "rows": lambda: sel.rdd.mapPartitions(_rows_sum).sum(),
         "rows+decode": lambda: sel.rdd.mapPartitions(_rows_decode).sum(),
-        "arrow": lambda: sel.mapInArrow(_arrow_sum, "n long").groupBy().sum().collect(),
-        "arrow+decode": lambda: sel.mapInArrow(_arrow_decode, "n long").groupBy().sum()
-        .collect(),
     }
+    if importlib.util.find_spec("pandas") is None:
+        print("pandas is not installed: the Arrow ways are left out (pip install pandas)")
+        return found
+    return {**found,
+            "arrow": lambda: sel.mapInArrow(_arrow_sum, "n long").groupBy().sum().collect(),
+            "arrow+decode": lambda: sel.mapInArrow(_arrow_decode, "n long").groupBy().sum()
+            .collect()}
 
 
 def main(argv: list[str] | None = None) -> int:
