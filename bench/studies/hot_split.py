@@ -2,8 +2,8 @@
 
 ``python -m bench.studies.hot_split --out docs/results/hot-partitions/split``
 
-Issue 22 asks to consider splitting a hot cell into children where the static data is large,
-and to measure before choosing. This measures both on generated hot-spot workloads
+Splitting a hot cell into children is worth considering where the static data is large, and
+worth measuring before choosing. This measures both on generated hot-spot workloads
 (``geops generate --hot-partitions 1``: the skewed share of the stream items in one partition
 of the KDB-tree partitioner the app builds): the hottest partition's join work, as candidate
 pairs (item envelope x subscription envelope, what the join's R-tree yields and the predicates

@@ -1,5 +1,5 @@
-"""Issue 22's physical runs through the paper harness: the replicate mode's distributor policy,
-hot-spot points' workloads and their order (pure: no Spark, no Kafka)."""
+"""The hot-partition physical runs through the paper harness: the replicate mode's distributor
+policy, hot-spot points' workloads and their order (pure: no Spark, no Kafka)."""
 
 from __future__ import annotations
 

@@ -342,7 +342,7 @@ def test_cli_stops_cleanly_on_a_signal(signum, kafka_cfg, geops_env):
 
 
 def test_a_forged_command_the_app_rejects_is_resynced_and_balancing_resumes(kafka_cfg, caplog):
-    """Issue 25: a decodable command with workers the app does not have, recovered from the
+    """A decodable command with workers the app does not have, recovered from the
     control topic, no longer stalls the distributor: after resync_periods it goes back to the
     epoch the app reports and commands an epoch above the forged one."""
     caplog.set_level(logging.INFO, logger="geops.distributor")
