@@ -58,6 +58,27 @@ def ready_path(checkpoint: str) -> Path:
     return Path(checkpoint) / "geops-ready"
 
 
+# Spark's and the Java clients' loggers set above WARN, and why:
+QUIET_LOGGERS = {
+    # working through a backlog, every batch outlasts the trigger; Spark would warn every batch
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor": "ERROR",
+    # run() reports a failed query in one line for an expected condition (Kafka outage, data
+    # loss) and with Spark's whole text otherwise; Spark's own report would repeat it
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution": "FATAL",
+    # a failed task is in the query's failure too; the executor and the task scheduler would
+    # each log its stack trace first (in a Kafka outage: every retry)
+    "org.apache.spark.executor.Executor": "FATAL",
+    "org.apache.spark.scheduler.TaskSetManager": "FATAL",
+    # the connector's offset lookups are tried again with a new admin client after a timeout
+    # (kafka_read.API_TIMEOUT_MS), each attempt with its stack trace; the query's failure says
+    # when they ran out
+    "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin": "FATAL",
+    # the connector's Java clients warn once a second while a node is away; the Python
+    # clients' log (kafkaio.clients) says it once
+    "org.apache.kafka.clients.NetworkClient": "ERROR",
+}
+
+
 def _session(cfg: Config):
     """A Spark session honouring spark-submit's settings, else our configured master."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -77,31 +98,10 @@ def _session(cfg: Config):
     spark.sparkContext.setLogLevel("WARN")
     if spark.sparkContext.uiWebUrl:
         log.info("Spark UI at %s", spark.sparkContext.uiWebUrl)
-    # Working through a backlog, every batch outlasts the trigger interval; Spark would warn
-    # about it once per batch.
     jvm = spark.sparkContext._jvm
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
-        jvm.org.apache.logging.log4j.Level.ERROR)
-    # A failed query is reported by run() in one line for an expected condition (Kafka outage,
-    # data loss) and with Spark's whole text otherwise; Spark's own report of it would repeat
-    # the traceback in the log.
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
-        jvm.org.apache.logging.log4j.Level.FATAL)
-    # A task that failed is in the query's failure too, which run() reports; the executor and
-    # the task scheduler would each log its stack trace first (a Kafka outage: every retry).
-    # The connector's offset lookups are tried again with a new admin client after a timeout
-    # (kafka_read.API_TIMEOUT_MS), each attempt logged with its stack trace; when they run out,
-    # the query's failure says so.
-    for name in ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager",
-                 "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin"):
+    for name, level in QUIET_LOGGERS.items():
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            name, jvm.org.apache.logging.log4j.Level.FATAL)
-    # The Java clients of the connector warn once a second while a node is away; the Python
-    # clients' log (kafkaio.clients) says it once.
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.kafka.clients.NetworkClient", jvm.org.apache.logging.log4j.Level.ERROR)
+            name, getattr(jvm.org.apache.logging.log4j.Level, level))
     return spark
 
 

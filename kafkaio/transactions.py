@@ -161,16 +161,8 @@ class TransactionalSender(Sender):
         waiting up to ``timeout`` for each try while the broker does not answer."""
         if not self.open:
             return
-        outage = Outage(self._servers, self._limit)
-        while True:
-            try:
-                self._producer.abort_transaction(timeout)
-                break
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                if not err.retriable():
-                    raise self._failure("aborting the transaction", err) from None
-                outage.failed(f"aborting the transaction: {err.str()}")
+        self._call(lambda: self._producer.abort_transaction(timeout), "aborting the transaction",
+                   abortable=False)
         self.open = False
 
     def close(self, timeout: float | None = None) -> None:
@@ -182,15 +174,16 @@ class TransactionalSender(Sender):
                 self._producer.abort_transaction(timeout or CALL_TIMEOUT_S)
         self._producer = None
 
-    def _call(self, call: Any, what: str) -> Any:
-        """``call()`` retried while Kafka does not answer; an abortable error aborts."""
+    def _call(self, call: Any, what: str, abortable: bool = True) -> Any:
+        """``call()`` retried while Kafka does not answer; an error that requires it aborts the
+        transaction (``Aborted``), unless ``call`` is the abort itself."""
         outage = Outage(self._servers, self._limit)
         while True:
             try:
                 result = call()
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
-                if err.txn_requires_abort() and not _fenced(err):
+                if abortable and err.txn_requires_abort() and not _fenced(err):
                     self.abort()
                     raise Aborted(f"{what}: {err.str()}; the transaction was aborted") from None
                 if not err.retriable() or _fenced(err):
