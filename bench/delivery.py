@@ -36,6 +36,7 @@ import numpy as np
 from bench.live import calc
 from bench.live.harness import AppOptions, Log, now_ms
 from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
+from bench.tables import markdown, number
 from geops.workload import generate_workload
 
 MODES = ("at-least-once", "exactly-once")
@@ -209,17 +210,17 @@ def write(spec: DeliverySpec, runs: list[Run], writes: list[dict], log: Log) -> 
 
 
 def table(rows: list[dict]) -> list[str]:
-    head = ("| repeat | delivery | backlog pub/s | live pub/s | p50 ms | p99 ms | visible p50 ms "
-            "| visible p99 ms | write ms | end to visible ms | load (backlog / live) |")
-    out = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        out.append(f"| {r['repeat']} | {r['mode']} | {r['backlog_throughput']:,.0f} | "
-                   f"{r['live_rate']:,.0f} | {r['p50_ms']:,.0f} | {r['p99_ms']:,.0f} | "
-                   f"{r['visible_p50_ms']:,.0f} | {r['visible_p99_ms']:,.0f} | "
-                   f"{r['write_ms_mean']:,.1f} | {_num(r['end_to_visible_ms'])} | "
-                   f"{r['loadavg_backlog']:.1f} / "
-                   f"{r['loadavg_live']:.1f} |")
-    return out
+    """One row per repeat and delivery mode."""
+    header = ["repeat", "delivery", "backlog pub/s", "live pub/s", "p50 ms", "p99 ms",
+              "visible p50 ms", "visible p99 ms", "write ms", "end to visible ms",
+              "load (backlog / live)"]
+    return markdown(header, ([r["repeat"], r["mode"],
+                              *(f"{r[k]:,.0f}" for k in ("backlog_throughput", "live_rate",
+                                                         "p50_ms", "p99_ms", "visible_p50_ms",
+                                                         "visible_p99_ms")),
+                              f"{r['write_ms_mean']:,.1f}", number(r["end_to_visible_ms"]),
+                              f"{r['loadavg_backlog']:.1f} / {r['loadavg_live']:.1f}"]
+                             for r in rows), "rl" + "r" * 8 + "l")
 
 
 def write_table(writes: list[dict]) -> list[str]:
@@ -228,15 +229,10 @@ def write_table(writes: list[dict]) -> list[str]:
     out = [f"The write path alone ({writes[0]['batches']} batches of "
            f"{writes[0]['matches_per_batch']:,} Match records, 64 PartitionLoads and a summary "
            f"each, through `app.delivery`, no Spark):", "",
-           "| repeat | delivery | median ms per batch | p99 ms | load |",
-           "|---:|---|---:|---:|---:|"]
-    out += [f"| {w['repeat']} | {w['mode']} | {w['median_ms']:.1f} | {w['p99_ms']:.1f} | "
-            f"{w['loadavg']:.1f} |" for w in writes]
+           *markdown(["repeat", "delivery", "median ms per batch", "p99 ms", "load"],
+                     ([w["repeat"], w["mode"], f"{w['median_ms']:.1f}", f"{w['p99_ms']:.1f}",
+                       f"{w['loadavg']:.1f}"] for w in writes), "rlrrr")]
     return out
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
 
 
 def summary(rows: list[dict]) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.scale import _num, batch_size, phases, read_rows, relative_to_reference
+from bench.tables import markdown
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),
@@ -40,12 +41,9 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| " + " | ".join(h for _, h, _ in COLUMNS) + " |"
-    sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    lines = [head, sep]
-    for r in rows:
-        lines.append("| " + " | ".join(_cell(r, k, f) for k, _, f in COLUMNS) + " |")
-    return "\n".join(lines)
+    """The runs as a Markdown table, one row each."""
+    return "\n".join(markdown([h for _, h, _ in COLUMNS],
+                              ([_cell(r, k, f) for k, _, f in COLUMNS] for r in rows)))
 
 
 def plots(rows: list[dict[str, Any]], out: Path) -> None:

@@ -34,6 +34,7 @@ from bench.live.harness import (
     paced,
 )
 from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
+from bench.tables import number
 from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload
 from schemas import codec
@@ -232,20 +233,16 @@ def run_level(s: Session, pub, writer: ChangeWriter | None, spec: ChurnSpec, str
                                                  changes.offsets, batches)
     r = level.row(spec.trigger_ms)
     log(f"  {label}: processed {r['processed_rate']:,.0f} pub/s over the change window, "
-        f"busy {r['busy_share']:.0%}, {_fmt(r['per_busy_s'])} pub per busy s, "
-        f"{_fmt(r['pub_per_cpu_s'])} pub per app CPU s; latency p50 "
-        f"{_fmt(r['p50_ms'])} ms, p99 {_fmt(r['p99_ms'])} ms"
+        f"busy {r['busy_share']:.0%}, {number(r['per_busy_s'])} pub per busy s, "
+        f"{number(r['pub_per_cpu_s'])} pub per app CPU s; latency p50 "
+        f"{number(r['p50_ms'])} ms, p99 {number(r['p99_ms'])} ms"
         + ("" if changes is None else
            f"; {r['changes_written']:,} changes at {r['change_write_rate']:,.0f}/s, "
-           f"time to effect p50 {_fmt(r.get('tte_p50_ms'))} ms, p99 "
-           f"{_fmt(r.get('tte_p99_ms'))} ms ({_fmt(r.get('tte_p99_triggers'), '.2f')} "
+           f"time to effect p50 {number(r.get('tte_p50_ms'))} ms, p99 "
+           f"{number(r.get('tte_p99_ms'))} ms ({number(r.get('tte_p99_triggers'), '.2f')} "
            f"triggers), {r.get('censored', 0)} not in effect by the end")
         + f"; load average {r['loadavg_1m']:.1f}")
     return level
-
-
-def _fmt(v: float | None, spec: str = ",.0f") -> str:
-    return "-" if v is None else format(v, spec)
 
 
 # -- a cell and the whole run ----------------------------------------------------------------

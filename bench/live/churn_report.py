@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from bench.live import calc, churn_calc
-from bench.live.report import _command, _machine, _ms, _plt, _write_csv, batch_rows, timeline_rows
+from bench.live.report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
+from bench.tables import markdown, number
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -136,32 +137,28 @@ def plot_effect_cdf(path: Path, levels: Sequence[Any], trigger_ms: float) -> Non
     plt.close(fig)
 
 
-def _f(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def table(cells: Sequence[dict]) -> list[str]:
-    lines = ["| strategy | join | changes/s | written/s | offered pub/s | processed pub/s "
-             "| ratio | pub per busy s | ratio | busy | pub per app CPU s | ratio | p50 ms | "
-             "p99 ms | time to effect p50 / p99 ms | p50 / p99 triggers | p99 batches | not in "
-             "effect | load avg |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-             "---:|---:|---:|"]
-    for r in sorted(cells, key=lambda r: (r["strategy"], r["join"], r["change_rate"])):
-        tte = r.get("tte_p50_ms") is not None
-        lines.append(
-            f"| {r['strategy']} | {r['join']} | {r['change_rate']:,.0f} | "
-            f"{_ms(r['change_write_rate'])} | {_ms(r['offered_rate'])} | "
-            f"{_ms(r['processed_rate'])} | {_f(r['throughput_ratio'], '.3f')} | "
-            f"{_ms(r['per_busy_s'])} | {_f(r['capacity_ratio'], '.3f')} | "
-            f"{_f(r['busy_share'], '.0%')} | {_ms(r['pub_per_cpu_s'])} | "
-            f"{_f(r['cpu_ratio'], '.3f')} | {_ms(r['p50_ms'])} | {_ms(r['p99_ms'])} | "
-            + (f"{_ms(r['tte_p50_ms'])} / {_ms(r['tte_p99_ms'])} | "
-               f"{r['tte_p50_triggers']:.2f} / {r['tte_p99_triggers']:.2f} | "
-               f"{_f(r['tte_p99_batches'], '.0f')} | {r['censored']:,} of {r['changes']:,} | "
-               if tte else "- | - | - | - | ")
-            + f"{_f(r['loadavg_1m'], '.1f')} |")
-    return lines
+    header = ["strategy", "join", "changes/s", "written/s", "offered pub/s", "processed pub/s",
+              "ratio", "pub per busy s", "ratio", "busy", "pub per app CPU s", "ratio", "p50 ms",
+              "p99 ms", "time to effect p50 / p99 ms", "p50 / p99 triggers", "p99 batches",
+              "not in effect", "load avg"]
+    return markdown(header, [_cells(r) for r in sorted(
+        cells, key=lambda r: (r["strategy"], r["join"], r["change_rate"]))], "ll" + "r" * 17)
+
+
+def _cells(r: dict) -> list[str]:
+    """One level's row of ``table``: time to effect only where changes were written."""
+    tte = (["-"] * 4 if r.get("tte_p50_ms") is None else
+           [f"{number(r['tte_p50_ms'])} / {number(r['tte_p99_ms'])}",
+            f"{r['tte_p50_triggers']:.2f} / {r['tte_p99_triggers']:.2f}",
+            number(r["tte_p99_batches"], ".0f"), f"{r['censored']:,} of {r['changes']:,}"])
+    return [r["strategy"], r["join"], f"{r['change_rate']:,.0f}",
+            number(r["change_write_rate"]), number(r["offered_rate"]),
+            number(r["processed_rate"]), number(r["throughput_ratio"], ".3f"),
+            number(r["per_busy_s"]), number(r["capacity_ratio"], ".3f"),
+            number(r["busy_share"], ".0%"), number(r["pub_per_cpu_s"]),
+            number(r["cpu_ratio"], ".3f"), number(r["p50_ms"]), number(r["p99_ms"]), *tte,
+            number(r["loadavg_1m"], ".1f")]
 
 
 def targets(cells: Sequence[dict]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from bench.live import calc
+from bench.tables import csv_value, markdown, number, percent, ratio
 from schemas.assignment import initial_assignment
 
 Log = Any
@@ -31,17 +32,7 @@ def _write_csv(path: Path, rows: Sequence[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=fields or ["empty"])
         w.writeheader()
         for r in rows:
-            w.writerow({k: _fmt(v) for k, v in r.items()})
-
-
-def _fmt(v: Any) -> Any:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return v
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+            w.writerow({k: csv_value(v) for k, v in r.items()})
 
 
 def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
@@ -197,11 +188,11 @@ def _search_md(max_rate: float, verdicts: Sequence[calc.Verdict], spec: Any) -> 
              f"{spec.step_s:.0f} s; sustainable = lag at the end of the step ≤ "
              f"{spec.max_lag_s:g} s of input and growth over its second half ≤ "
              f"{spec.max_growth_s:g} s of input; the app drains between steps).", "",
-             "| step | offered pub/s | verdict | lag at end | processed pub/s | why |",
-             "|---:|---:|---|---:|---:|---|"]
-    for i, v in enumerate(verdicts, 1):
-        lines.append(f"| {i} | {v.rate:,.0f} | {'ok' if v.sustainable else 'unsustainable'} "
-                     f"| {_ms(v.end_lag)} | {_ms(v.achieved)} | {v.reason} |")
+             *markdown(["step", "offered pub/s", "verdict", "lag at end", "processed pub/s",
+                        "why"],
+                       [[i, f"{v.rate:,.0f}", "ok" if v.sustainable else "unsustainable",
+                         number(v.end_lag), number(v.achieved), v.reason]
+                        for i, v in enumerate(verdicts, 1)], "rrlrrl")]
     return [*lines, ""]
 
 
@@ -218,27 +209,25 @@ def _backlog_md(max_rate: float, backlog: dict | None, producer_cpu: float | Non
 
 
 def latency_table(sums: Sequence[dict]) -> list[str]:
-    lines = ["| phase | trigger | offered pub/s | processed pub/s | matched | p50 ms | p95 ms "
-             "| p99 ms | max ms | lag max | batch ms (mean) | batch interval ms | job ms | "
-             "write ms | load avg |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for s in sums:
-        lines.append(
-            f"| {s['label']} | {s['trigger']} | {s['offered_rate']:,.0f} | "
-            f"{s['processed_rate']:,.0f} | {s['matched']:,} | {_ms(s['p50_ms'])} | "
-            f"{_ms(s['p95_ms'])} | {_ms(s['p99_ms'])} | {_ms(s['max_ms'])} | "
-            f"{_ms(s['lag_max'])} | {_ms(s['batch_ms_mean'])} | {_ms(s['batch_interval_ms'])} | "
-            f"{_ms(s['job_ms_mean'])} | {_ms(s['write_ms_mean'])} | "
-            f"{'-' if s.get('loadavg_1m') is None else format(s['loadavg_1m'], '.1f')} |")
-    return lines
+    header = ["phase", "trigger", "offered pub/s", "processed pub/s", "matched", "p50 ms",
+              "p95 ms", "p99 ms", "max ms", "lag max", "batch ms (mean)", "batch interval ms",
+              "job ms", "write ms", "load avg"]
+    return markdown(header, ([s["label"], s["trigger"], f"{s['offered_rate']:,.0f}",
+                              f"{s['processed_rate']:,.0f}", f"{s['matched']:,}",
+                              *(number(s[k]) for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms",
+                                                       "lag_max", "batch_ms_mean",
+                                                       "batch_interval_ms", "job_ms_mean",
+                                                       "write_ms_mean")),
+                              number(s.get("loadavg_1m"), ".1f")] for s in sums),
+                    "ll" + "r" * 13)
 
 
 def window_table(wins: Sequence[dict]) -> list[str]:
     """Markdown rows of ``calc.windows``' latency windows."""
-    return ["| window | seconds | matched | p50 ms | p95 ms | p99 ms | max ms |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-            *(f"| {w['window']} | {w['seconds']:.1f} | {w['count']:,} | {_ms(w['p50'])} | "
-              f"{_ms(w['p95'])} | {_ms(w['p99'])} | {_ms(w['max'])} |" for w in wins)]
+    return markdown(["window", "seconds", "matched", "p50 ms", "p95 ms", "p99 ms", "max ms"],
+                    ([w["window"], f"{w['seconds']:.1f}", f"{w['count']:,}",
+                      *(number(w[k]) for k in ("p50", "p95", "p99", "max"))] for w in wins),
+                    "l" + "r" * 6)
 
 
 LEGEND = ("Latency: the publication's event time (set when the benchmark's producer sent it) "
@@ -330,8 +319,8 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md and its CSVs and plots")
     for w in wins:
-        log(f"  {w['window']:>12}: p50 {_ms(w['p50'])} p95 {_ms(w['p95'])} p99 {_ms(w['p99'])}"
-            f" max {_ms(w['max'])} ms ({w['count']:,} matched)")
+        log(f"  {w['window']:>12}: p50 {number(w['p50'])} p95 {number(w['p95'])} p99 "
+            f"{number(w['p99'])} max {number(w['max'])} ms ({w['count']:,} matched)")
 
 
 def write_soak(spec: Any, result: dict, log: Log) -> None:
@@ -364,7 +353,7 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
     a1.set_ylabel("lag (records)")
     a1.grid(alpha=0.3)
     for r in roles:
-        a2.plot(xs, [row[r] if row[r] is not None else np.nan for row in rows], label=r[:-3])
+        a2.plot(xs, [x[r] if x[r] is not None else np.nan for x in rows], label=r[:-3])
     a2.set_ylabel("RSS / broker disk (MB)")
     a2.set_xlabel("minutes")
     a2.grid(alpha=0.3)
@@ -384,15 +373,11 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
              "the Python of the driver and of the `geops app` wrapper, the spark-submit JVM, "
              "the Python workers; the broker; the distributor's tree).", "",
              "Growth = mean of the last 20 % of the samples vs the first 20 %:", "",
-             "| series | first 20 % | last 20 % | growth |", "|---|---:|---:|---:|",
-             f"| lag (records) | {_ms(lag['first'])} | {_ms(lag['last'])} | "
-             f"{_pct(lag['growth'])} |"]
-    for r in roles:
-        g = grow[r]
-        what = "disk (MB)" if r == "broker_disk_mb" else "RSS (MB)"
-        name = "broker" if r == "broker_disk_mb" else r[:-3]
-        lines.append(f"| {name} {what} | {_ms(g['first'])} | {_ms(g['last'])} | "
-                     f"{_pct(g['growth'])} |")
+             *markdown(["series", "first 20 %", "last 20 %", "growth"],
+                       [[name, number(g["first"]), number(g["last"]), percent(g["growth"])]
+                        for name, g in [("lag (records)", lag), *(
+                            (f"{r[:-3]} RSS (MB)" if r != "broker_disk_mb"
+                             else "broker disk (MB)", grow[r]) for r in roles)]], "lrrr")]
     lines += ["", f"Lag slope (least squares over the whole soak): "
               f"{'-' if slope is None else f'{slope:+,.1f}'} records per minute.", "",
               "Broker disk: the bytes under the broker's state directory (its logs of every "
@@ -402,12 +387,8 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
               "RSS per role, broker disk), `soak.png`.", ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md, soak.csv and soak.png")
-    log(f"  lag growth {_pct(lag['growth'])}, slope {slope} per minute; " + ", ".join(
-        f"{r[:-3]} {_pct(grow[r]['growth'])}" for r in roles))
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1%}"
+    log(f"  lag growth {percent(lag['growth'])}, slope {slope} per minute; " + ", ".join(
+        f"{r[:-3]} {percent(grow[r]['growth'])}" for r in roles))
 
 
 def write_moving(spec: Any, result: dict, log: Log) -> None:
@@ -431,7 +412,7 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     with gzip.open(out / "distributor.log.gz", "wt") as fh:
         fh.write(result["distributor_log"])
     plot_timelines(out / "timeline.png", every, marks=True)
-    ratio = result["ratio"]
+    capacity = result["ratio"]
     n = spec.shifts
     lines = ["# geops bench live --scenario moving", "",
              f"{_setup(spec)}; the hot spot moves: {spec.skew:.0%} of the stream items in the "
@@ -459,22 +440,21 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
              + "; ".join(f"phase {k}: {_plan(plan, spec.app.workers)}"
                          for k, plan in enumerate(result["plans"]))
              + ".", "",
-             "| phase | hot | MLDC at start | rebalances | first command s after shift | "
-             "batches | busy | pub per busy s | ideal pub per busy s | ratio | p50 ms | p99 ms "
-             "| ideal p50 ms | ideal p99 ms | load avg |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in result["phases"]:
-        lines.append(
-            f"| {r['phase']} | {r['hot']} | {_ratio(r['mldc_at_start'])} | "
-            f"{r['rebalances']} | "
-            f"{'-' if r['first_command_s'] is None else format(r['first_command_s'], '.1f')} | "
-            f"{r['batches']} | {r['busy_share']:.0%} | {_ms(r['per_busy_s'])} | "
-            f"{_ms(r['ideal_per_busy_s'])} | {_ratio(r['ratio'])} | {_ms(r['p50_ms'])} | "
-            f"{_ms(r['p99_ms'])} | {_ms(r['ideal_p50_ms'])} | {_ms(r['ideal_p99_ms'])} | "
-            f"{'-' if r['loadavg_1m'] is None else format(r['loadavg_1m'], '.1f')} |")
-    lines += ["", f"Over all phases: {_ms(ratio['run_per_busy_s'])} vs "
-              f"{_ms(ratio['ideal_per_busy_s'])} publications per busy second, ratio "
-              f"**{_ratio(ratio['overall'])}** (target ≥ 0.90: "
+             *markdown(["phase", "hot", "MLDC at start", "rebalances",
+                        "first command s after shift", "batches", "busy", "pub per busy s",
+                        "ideal pub per busy s", "ratio", "p50 ms", "p99 ms", "ideal p50 ms",
+                        "ideal p99 ms", "load avg"],
+                       [[r["phase"], r["hot"], ratio(r["mldc_at_start"]), r["rebalances"],
+                         number(r["first_command_s"], ".1f"), r["batches"],
+                         f"{r['busy_share']:.0%}", number(r["per_busy_s"]),
+                         number(r["ideal_per_busy_s"]), ratio(r["ratio"]),
+                         *(number(r[k]) for k in ("p50_ms", "p99_ms", "ideal_p50_ms",
+                                                  "ideal_p99_ms")),
+                         number(r["loadavg_1m"], ".1f")] for r in result["phases"]],
+                       "rl" + "r" * 13)]
+    lines += ["", f"Over all phases: {number(capacity['run_per_busy_s'])} vs "
+              f"{number(capacity['ideal_per_busy_s'])} publications per busy second, ratio "
+              f"**{ratio(capacity['overall'])}** (target ≥ 0.90: "
               f"{'met' if result['within'] else 'not met'}). Rebalances per phase "
               f"{result['per_phase']} (phase 0 is the stream's start; target: 1-2 after every "
               f"shift: {'met' if result['follows'] else 'not met'}; a shift after which the "
@@ -482,17 +462,16 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
               "processing times the app reported from the phase's start to its first command "
               "(or end), under the owners in force at its start.", "",
               "Rebalance commands (time from the stream's start; move as the app reported it):",
-              "", "| epoch | phase | s | s after shift | moves | replicated | MLDC before -> "
-              "predicted | moved MB | move ms |", "|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
-    for c in result["commands"]:
-        lines.append(
-            f"| {c['epoch']} | {'-' if c['phase'] is None else c['phase']} | "
-            f"{c['time_s']:.1f} | "
-            f"{'-' if c['after_shift_s'] is None else format(c['after_shift_s'], '.1f')} | "
-            f"{c['moves']} | {c['replicated']} | {c['mldc_before']:.2f} -> "
-            f"{c['mldc_predicted']:.2f} | "
-            f"{'-' if c['moved_bytes'] is None else format(c['moved_bytes'] / 1e6, '.2f')} | "
-            f"{_ms(c['move_ms'])} |")
+              "", *markdown(["epoch", "phase", "s", "s after shift", "moves", "replicated",
+                             "MLDC before -> predicted", "moved MB", "move ms"],
+                            [[c["epoch"], "-" if c["phase"] is None else c["phase"],
+                              f"{c['time_s']:.1f}",
+                              number(c["after_shift_s"], ".1f"), c["moves"], c["replicated"],
+                              f"{c['mldc_before']:.2f} -> {c['mldc_predicted']:.2f}",
+                              number(None if c["moved_bytes"] is None
+                                     else c["moved_bytes"] / 1e6, ".2f"),
+                              number(c["move_ms"])] for c in result["commands"]],
+                            "rrrrrrlrr")]
     if not result["commands"]:
         lines.append("| (none) | | | | | | | | |")
     lines += ["", "Latency windows by publication event time in each phase (before the "
@@ -507,8 +486,8 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md and its CSVs and plots")
     log(f"  rebalances per phase {result['per_phase']}; capacity vs ideal "
-        f"{_ratio(ratio['overall'])} (per phase "
-        + ", ".join(_ratio(x) for x in ratio["phases"]) + ")")
+        f"{ratio(capacity['overall'])} (per phase "
+        + ", ".join(ratio(x) for x in capacity["phases"]) + ")")
 
 
 def _plan(plan: dict, workers: int) -> str:
@@ -520,7 +499,3 @@ def _plan(plan: dict, workers: int) -> str:
     replicated = sum(1 for o in owners if len(o) > 1)
     mldc = "-" if plan["mldc"] is None else f"{plan['mldc']:.3f}"
     return f"{moved} partition(s) off their initial worker, {replicated} replicated, MLDC {mldc}"
-
-
-def _ratio(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"

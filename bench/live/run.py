@@ -25,6 +25,7 @@ from bench.live.harness import (
     Publisher,
     Session,
 )
+from bench.tables import number
 from geops.workload import SkewSpec, Workload, generate_workload
 
 
@@ -259,19 +260,13 @@ def phase(s: Session, pub: Publisher, label: str, rate: float, seconds: float, l
                          s.batches_between(offer.t0_ms, offer.t1_ms + int(drained * 1000) + 1000),
                          ids, ev, ts, drained, load=load)
     sm = result.summary()
+    ms = {k: number(sm[k], unit=" ms") for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms",
+                                                  "batch_ms_mean")}
     log(f"  {label}: sent {offer.achieved_rate:,.0f}/s, processed {sm['processed_rate']:,.0f}/s, "
-        f"{sm['matched']:,} matched publications; latency p50 {_ms(sm['p50_ms'])}, p95 "
-        f"{_ms(sm['p95_ms'])}, p99 {_ms(sm['p99_ms'])}, max {_ms(sm['max_ms'])}; lag max "
-        f"{_n(sm['lag_max'])}; batch {_ms(sm['batch_ms_mean'])} mean; load average {load:.1f}")
+        f"{sm['matched']:,} matched publications; latency p50 {ms['p50_ms']}, p95 "
+        f"{ms['p95_ms']}, p99 {ms['p99_ms']}, max {ms['max_ms']}; lag max "
+        f"{number(sm['lag_max'])}; batch {ms['batch_ms_mean']} mean; load average {load:.1f}")
     return result
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f} ms"
-
-
-def _n(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
 
 
 def find_max_rate(spec: LiveSpec, s: Session, pub: Publisher, log: Log
@@ -391,9 +386,9 @@ def run_soak(spec: LiveSpec, log: Log) -> dict:
             s.check_alive()
             with s.monitor.lock:
                 mem = s.monitor.data.memory[-1] if s.monitor.data.memory else {}
-            log(f"  soak +{sum(o.seconds for o in offers):.0f} s: lag {_n(s.monitor.latest_lag())}"
-                f", RSS " + ", ".join(f"{k[:-3]} {v:,.0f} MB" for k, v in mem.items()
-                                      if k.endswith("_mb")))
+            log(f"  soak +{sum(o.seconds for o in offers):.0f} s: lag "
+                f"{number(s.monitor.latest_lag())}, RSS "
+                + ", ".join(f"{k[:-3]} {v:,.0f} MB" for k, v in mem.items() if k.endswith("_mb")))
         drained = s.drain()
         with s.monitor.lock:
             memory = list(s.monitor.data.memory)

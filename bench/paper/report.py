@@ -42,6 +42,7 @@ from bench.paper.verdicts import (
     streaming,
     targets,
 )
+from bench.tables import cell, of_values
 
 FIGURES = (
     ("fig4_throughput", "Fig. 4: throughput vs skew coefficient, per pipeline and mode"),
@@ -67,21 +68,6 @@ TABLES = (
 # -- Markdown -----------------------------------------------------------------------------------
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(c).replace("|", "\\|") for c in row) + " |"
-              for row in rows]
-    return [*lines, ""]
-
-
 def _cell(row: dict[str, Any], column: str, scale: float, digits: int) -> str:
     mean = row[f"{column}_mean"]
     if math.isnan(mean):
@@ -100,10 +86,10 @@ def _grid(rows: Iterable[Row], column: str, scale: float = 1.0, digits: int = 0)
         cells = {(r["mode"], r["skew"]): r for r in own}
         lines.append(f"**{pipe}**")
         lines.append("")
-        lines += _table(["mode", *[f"skew {s}" for s in skews]],
-                        [[m, *[_cell(cells[(m, s)], column, scale, digits) if (m, s) in cells
-                               else "–" for s in skews]]
-                         for m in mode_order(r["mode"] for r in own)])
+        lines += of_values(["mode", *[f"skew {s}" for s in skews]],
+                           [[m, *[_cell(cells[(m, s)], column, scale, digits) if (m, s) in cells
+                                  else "–" for s in skews]]
+                            for m in mode_order(r["mode"] for r in own)])
     return lines
 
 
@@ -134,10 +120,10 @@ def _target_lines(rows: list[dict[str, Any]]) -> list[str]:
             return "met"
         short = (r["required"] - r["ratio"]) / r["required"]
         return f"**missed** by {short:.{0 if short >= 0.01 else 1}%}"
-    return _table(["target", "pipeline", "skew", "comparison", "ratio", "n", "required",
-                   "status"],
-                  [[r["target"], r["pipeline"], str(r["skew"]), r["comparison"], r["ratio"],
-                    r["n"], f">= {r['required']}", status(r)] for r in rows])
+    return of_values(["target", "pipeline", "skew", "comparison", "ratio", "n", "required",
+                      "status"],
+                     [[r["target"], r["pipeline"], str(r["skew"]), r["comparison"], r["ratio"],
+                       r["n"], f">= {r['required']}", status(r)] for r in rows])
 
 
 def _gain_lines(runs: Sequence[Row], batches: Sequence[Row]) -> list[str]:
@@ -153,15 +139,15 @@ def _gain_lines(runs: Sequence[Row], batches: Sequence[Row]) -> list[str]:
             "batches still run on the initial assignment and what they cost beyond the steady "
             "rate; *without them*: the ratio had they run at that rate; *gaps*: time between "
             "batches (trigger, control polls, moves).", "",
-            *_table(["pipeline", "skew", "n", "ratio", "join only", "steady state",
-                     "outside join ms/1k (Static / LB)", "batches before the move",
-                     "their extra s", "without them", "gaps s (Static / LB)"],
-                    [[r["pipeline"], str(r["skew"]), r["n"], r["ratio"], r["join_ratio"],
-                      r["steady_ratio"], f"{r['outside_static']:.1f} / "
-                      f"{r['outside_dynamic']:.1f}", f"{r['batches_before']:.1f}",
-                      f"{r['extra_before_s']:.1f}", r["without_start"],
-                      f"{r['gap_static_s']:.1f} / {r['gap_dynamic_s']:.1f}"]
-                     for r in rows])]
+            *of_values(["pipeline", "skew", "n", "ratio", "join only", "steady state",
+                        "outside join ms/1k (Static / LB)", "batches before the move",
+                        "their extra s", "without them", "gaps s (Static / LB)"],
+                       [[r["pipeline"], str(r["skew"]), r["n"], r["ratio"], r["join_ratio"],
+                         r["steady_ratio"], f"{r['outside_static']:.1f} / "
+                         f"{r['outside_dynamic']:.1f}", f"{r['batches_before']:.1f}",
+                         f"{r['extra_before_s']:.1f}", r["without_start"],
+                         f"{r['gap_static_s']:.1f} / {r['gap_dynamic_s']:.1f}"]
+                        for r in rows])]
 
 
 def _simulation(results_dir: Path) -> list[str]:
@@ -177,15 +163,15 @@ def _simulation(results_dir: Path) -> list[str]:
               doc.split("(printed verbatim in the report):", 1)[-1].strip(), ""]
     costs = read_rows(results_dir / "simulation_costs.csv")
     lines += ["### The cost model", ""]
-    lines += _table(["pipeline", "repeat", "ns/item mean (min–max)", "index build ms",
-                     "overhead STAL/STRL ms", "move ms (source)", "B", "partitions match"],
-                    [[c["pipeline"], c["repeat"],
-                      f"{float(c['ns_per_item_mean']):,.0f} ({float(c['ns_per_item_min']):,.0f}"
-                      f"–{float(c['ns_per_item_max']):,.0f})", number(c["build_ms_mean"]),
-                      f"{_fmt(number(c['overhead_stal_ms']), 0)} / "
-                      f"{_fmt(number(c['overhead_strl_ms']), 0)}",
-                      f"{float(c['move_ms']):,.0f} ({c['move_source']})", c["batch_records"],
-                      c["partition_items_match"] or "not checked"] for c in costs])
+    lines += of_values(["pipeline", "repeat", "ns/item mean (min–max)", "index build ms",
+                        "overhead STAL/STRL ms", "move ms (source)", "B", "partitions match"],
+                       [[c["pipeline"], c["repeat"],
+                         f"{float(c['ns_per_item_mean']):,.0f} ({float(c['ns_per_item_min']):,.0f}"
+                         f"–{float(c['ns_per_item_max']):,.0f})", number(c["build_ms_mean"]),
+                         f"{cell(number(c['overhead_stal_ms']), 0)} / "
+                         f"{cell(number(c['overhead_strl_ms']), 0)}",
+                         f"{float(c['move_ms']):,.0f} ({c['move_source']})", c["batch_records"],
+                         c["partition_items_match"] or "not checked"] for c in costs])
     check = read_rows(results_dir / "simulation_check.csv")
     if check:
         groups: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -195,12 +181,12 @@ def _simulation(results_dir: Path) -> list[str]:
                   "of its batch durations predicted by the cost model from the run's own items "
                   "per batch, partition and worker, over the measured sum "
                   "(`simulation_check.csv`):", ""]
-        lines += _table(["pipeline", "mode", "runs", "predicted / measured: median (min–max)"],
-                        [[p, m, len(v), f"{statistics.median(v):.2f} ({min(v):.2f}–"
-                          f"{max(v):.2f})"]
-                         for (p, m), v in sorted(groups.items(), key=lambda kv: (
-                             pipeline_order(p for p, _ in groups).index(kv[0][0]),
-                             mode_order(m for _, m in groups).index(kv[0][1])))])
+        lines += of_values(["pipeline", "mode", "runs", "predicted / measured: median (min–max)"],
+                           [[p, m, len(v), f"{statistics.median(v):.2f} ({min(v):.2f}–"
+                             f"{max(v):.2f})"]
+                            for (p, m), v in sorted(groups.items(), key=lambda kv: (
+                                pipeline_order(p for p, _ in groups).index(kv[0][0]),
+                                mode_order(m for _, m in groups).index(kv[0][1])))])
     lines += ["### Simulated throughput (publications/s)", ""]
     lines += _grid(sims, "throughput")
     lines += ["### Simulated rebalances and MLDC", "",
@@ -218,17 +204,17 @@ def _simulation(results_dir: Path) -> list[str]:
 
     pipes = pipeline_order(p for p, _, _ in groups2)
     modes = mode_order(m for _, m, _ in groups2)
-    lines += _table(["pipeline", "mode", "skew", "rebalances", "MLDC first", "MLDC last",
-                     "overhead share", "hot share items / cost"],
-                    [[p, m, s, avg(rs, "rebalances"), avg(rs, "mldc_first"),
-                      avg(rs, "mldc_last"), avg(rs, "overhead_share"),
-                      f"{avg(rs, 'hot_share_items'):.2f} / {avg(rs, 'hot_share_cost'):.2f}"]
-                     for (p, m, s), rs in sorted(groups2.items(), key=lambda kv: (
-                         pipes.index(kv[0][0]), modes.index(kv[0][1]), kv[0][2]))])
+    lines += of_values(["pipeline", "mode", "skew", "rebalances", "MLDC first", "MLDC last",
+                        "overhead share", "hot share items / cost"],
+                       [[p, m, s, avg(rs, "rebalances"), avg(rs, "mldc_first"),
+                         avg(rs, "mldc_last"), avg(rs, "overhead_share"),
+                         f"{avg(rs, 'hot_share_items'):.2f} / {avg(rs, 'hot_share_cost'):.2f}"]
+                        for (p, m, s), rs in sorted(groups2.items(), key=lambda kv: (
+                            pipes.index(kv[0][0]), modes.index(kv[0][1]), kv[0][2]))])
     lines += ["### The paper's throughput claims at the simulated scale", ""]
-    return lines + _table(["claim", "simulation", "verdict"],
-                          [[c["claim"], c["finding"], c["verdict"]]
-                           for c in simulation_claims(sims)])
+    return lines + of_values(["claim", "simulation", "verdict"],
+                             [[c["claim"], c["finding"], c["verdict"]]
+                              for c in simulation_claims(sims)])
 
 
 def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
@@ -246,7 +232,7 @@ def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
         row: list[Any] = [pt["pipeline"], pt["skew"], mean_n(pt["static"])]
         for fp in FIRST_PERIODS:
             dyn, start = pt["dynamic"][fp], pt["epoch0_s"][fp]
-            row += [mean_n(dyn), _fmt(pt["ratio"][fp]),
+            row += [mean_n(dyn), cell(pt["ratio"][fp]),
                     f"{statistics.mean(start):.1f} ({len(start)} of {len(dyn)})" if start
                     else f"– (0 of {len(dyn)})"]
         rows.append(row)
@@ -259,7 +245,7 @@ def first_period_ab(runs: Iterable[Row], batches: Iterable[Row]) -> list[str]:
             "in) and `full` (the paper: after D), run back to back on the same stream. "
             "*s on epoch 0*: seconds from the first batch to the first batch under the new "
             "assignment, mean over the runs that rebalanced (how many of the point's runs did).",
-            "", *_table(header, rows)]
+            "", *of_values(header, rows)]
 
 
 def render(results_dir: Path) -> str:
@@ -304,9 +290,9 @@ def render(results_dir: Path) -> str:
         "to.", ""]
     lines += _gain_lines(runs, batches)
     lines += ["## The paper's claims and our findings", ""]
-    lines += _table(["claim (paper)", "our finding", "verdict"],
-                    [[c["claim"], c["finding"], c["verdict"]]
-                     for c in claims(runs, status, moves)])
+    lines += of_values(["claim (paper)", "our finding", "verdict"],
+                       [[c["claim"], c["finding"], c["verdict"]]
+                        for c in claims(runs, status, moves)])
     reb = rebalance_runs(runs, status)
     if reb:
         lines += ["Dynamic LB STAL runs, rebalances and MLDC before / after the first "
@@ -314,14 +300,14 @@ def render(results_dir: Path) -> str:
                   "threshold is the distributor's):", ""]
         pipes = pipeline_order(r["pipeline"] for r in reb)
         reb.sort(key=lambda r: (pipes.index(r["pipeline"]), r["skew"], r["repeat"]))
-        lines += _table(["run", "rebalances", "first rebalance in period",
-                         "max MLDC before", "max MLDC after",
-                         "periods after (over threshold)", "threshold", "kind"],
-                        [[r["run_id"], r["rebalances"], r["first_rebalance_period"],
-                          r["max_mldc_before"],
-                          r["max_mldc_after"], f"{r['periods_after']} "
-                          f"({r['periods_after_over']})", r["threshold"], r["kind"]]
-                         for r in reb])
+        lines += of_values(["run", "rebalances", "first rebalance in period",
+                            "max MLDC before", "max MLDC after",
+                            "periods after (over threshold)", "threshold", "kind"],
+                           [[r["run_id"], r["rebalances"], r["first_rebalance_period"],
+                             r["max_mldc_before"],
+                             r["max_mldc_after"], f"{r['periods_after']} "
+                             f"({r['periods_after_over']})", r["threshold"], r["kind"]]
+                            for r in reb])
     lines += first_period_ab(all_runs, batches)
     lines += ["## Figures", ""]
     for name, caption in FIGURES:

@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, REPLICATE, STATIC_STAL
 from bench.paper.rows import iter_rows, read_rows, write_csv
+from bench.tables import cell
 
 MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE, REPLICATE)
 
@@ -146,10 +147,6 @@ def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any, digits: int = 2) -> str:
-    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (1, 2):
@@ -159,14 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['pipeline']} skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
               f"n {r['repeats']} thr {r['throughput_mean']:,.0f} "
               f"({r['throughput_min']:,.0f}-{r['throughput_max']:,.0f}) "
-              f"x static {_fmt(r['over_static'])} ({_fmt(r['over_static_min'])}-"
-              f"{_fmt(r['over_static_max'])}) x greedy {_fmt(r['over_greedy'])} "
-              f"({_fmt(r['over_greedy_min'])}-{_fmt(r['over_greedy_max'])}) "
-              f"range {r['range_over_repeats']:.2f} MLDC {_fmt(r['mldc_last_mean'])}/"
-              f"{_fmt(r['mldc_last_max'])} rebal {r['rebalances']} "
+              f"x static {cell(r['over_static'])} ({cell(r['over_static_min'])}-"
+              f"{cell(r['over_static_max'])}) x greedy {cell(r['over_greedy'])} "
+              f"({cell(r['over_greedy_min'])}-{cell(r['over_greedy_max'])}) "
+              f"range {r['range_over_repeats']:.2f} MLDC {cell(r['mldc_last_mean'])}/"
+              f"{cell(r['mldc_last_max'])} rebal {r['rebalances']} "
               f"moved {r['moved_partitions_mean']:.1f} {r['moved_mb_mean']:.2f} MB "
               f"replicated {r['replicated_last']} hot items {r['skew_items']:.2f}"
-              + (f" load {_fmt(r['load1_mean'], 1)}" if "load1_mean" in r else ""))
+              + (f" load {cell(r['load1_mean'], 1)}" if "load1_mean" in r else ""))
     return 0
 
 

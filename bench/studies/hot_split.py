@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import shapely
 
+from bench.tables import markdown
 from geops.model import Publications, Subscriptions
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.tree import SpatialPartitioner
@@ -174,13 +175,13 @@ def summary(rows: Sequence[Division]) -> list[dict]:
 
 def table(summary_rows: Sequence[dict]) -> str:
     """The summary as a Markdown table."""
-    lines = ["| skew | k | method | most loaded owner / mean (min-max) | static held / partition "
-             "| shipped MB |", "|---:|---:|---|---|---:|---:|"]
-    for s in summary_rows:
-        lines.append(f"| {s['skew']} | {s['k']} | {s['method']} | {s['max_over_mean']:.2f} "
-                     f"({s['max_over_mean_min']:.2f}-{s['max_over_mean_max']:.2f}) | "
-                     f"{s['held_over_partition']:.2f} | {s['shipped_mb']:.3f} |")
-    return "\n".join(lines)
+    return "\n".join(markdown(
+        ["skew", "k", "method", "most loaded owner / mean (min-max)", "static held / partition",
+         "shipped MB"],
+        ([s["skew"], s["k"], s["method"], f"{s['max_over_mean']:.2f} "
+          f"({s['max_over_mean_min']:.2f}-{s['max_over_mean_max']:.2f})",
+          f"{s['held_over_partition']:.2f}", f"{s['shipped_mb']:.3f}"] for s in summary_rows),
+        "rrllrr"))
 
 
 def _shares(text: str) -> list[float]:
