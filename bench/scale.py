@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.live import calc
-from bench.live.harness import GEOPS, REPO, BenchFailed, Processes, session_env, unique_prefix
+from bench.live.harness import session_env, unique_prefix
+from bench.processes import GEOPS, REPO, BenchFailed, Processes
 
 Log = Callable[[str], None]
 

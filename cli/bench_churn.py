@@ -124,6 +124,6 @@ def build_spec(args: argparse.Namespace):
 
 def _churn(args: argparse.Namespace) -> int:
     from bench.live.churn import main
-    from bench.live.harness import BenchFailed
+    from bench.processes import BenchFailed
 
     return live.run_bench("churn", main, build_spec(args), (BenchFailed,))

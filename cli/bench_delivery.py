@@ -57,7 +57,8 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 def _delivery(args: argparse.Namespace) -> int:
     from bench.delivery import DeliverySpec, main
-    from bench.live.harness import AppOptions, BenchFailed
+    from bench.live.harness import AppOptions
+    from bench.processes import BenchFailed
 
     if args.write_only and args.write_batches <= 0:
         raise CommandError("--write-only needs --write-batches above 0", EXIT_USAGE)

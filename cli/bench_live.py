@@ -232,7 +232,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _live(args: argparse.Namespace) -> int:
-    from bench.live.harness import BenchFailed
     from bench.live.run import main
+    from bench.processes import BenchFailed
 
     return run_bench("live", main, build_spec(args), (BenchFailed,))

@@ -26,7 +26,6 @@ import config
 from bench.live import calc, churn_calc
 from bench.live.harness import (
     AppOptions,
-    BenchFailed,
     Log,
     Paced,
     PacedProducer,
@@ -34,6 +33,7 @@ from bench.live.harness import (
     paced,
 )
 from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
+from bench.processes import BenchFailed
 from bench.tables import number
 from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload

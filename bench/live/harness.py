@@ -1,16 +1,11 @@
-"""The moving parts of `geops bench live`: broker, topics, app and distributor processes, a
-rate-limited publisher, and a monitor thread that follows the app's metrics and the lag.
-
-Every process is started in a session of its own and registered with ``Processes``, whose
-``stop_all`` (called from a ``finally``, so also on Ctrl-C, SIGTERM and failures) stops them,
-the broker last.
-"""
+"""The moving parts of `geops bench live`: topics, app and distributor (started through
+``bench.processes``), a rate-limited publisher, and a monitor thread that follows the app's
+metrics and the lag."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -26,9 +21,8 @@ from confluent_kafka import TopicPartition
 
 import config
 from bench.live import calc
-from bench.reap import reap, stop_group
+from bench.processes import GEOPS, BenchFailed, Proc, Processes
 from config import TOPICS
-from kafkaio import broker
 from kafkaio.clients import KafkaUnavailable, consumer, producer
 from kafkaio.dump import decoded_records
 from kafkaio.offsets import EndOffsets, read_to_end
@@ -39,8 +33,6 @@ from schemas.assignment import command_fields
 from schemas.codec import HEADER_LEN
 from schemas.records import subscription_records
 
-GEOPS = [sys.executable, "-m", "cli.main"]
-REPO = Path(__file__).resolve().parents[2]
 Log = Callable[[str], None]
 # The publisher's linger: the time a record waits here counts as latency, and a few
 # milliseconds already make batches of several records at these rates.
@@ -48,76 +40,8 @@ LINGER_MS = 5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-class BenchFailed(RuntimeError):
-    """Something the benchmark started failed; the message points at its log."""
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-# -- processes -------------------------------------------------------------------------------
-
-MARKER = "GEOPS_BENCH_PROCESS"  # environment variable marking a started process's tree
-
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen
-    log: Path
-    marker: bytes  # ``MARKER=<id>\0``, in the environment of it and its descendants
-
-
-class Processes:
-    """Everything the benchmark started, stopped in reverse order by ``stop_all``."""
-
-    def __init__(self) -> None:
-        self.procs: list[Proc] = []
-        self.broker_state: Path | None = None
-        self.broker_pid: int | None = None
-
-    def start(self, name: str, argv: list[str], env: Mapping[str, str], log: Path) -> Proc:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        marker = uuid.uuid4().hex  # inherited by its children, found again by ``stop``
-        with open(log, "w") as fh:
-            popen = subprocess.Popen(argv, env={**env, MARKER: marker}, stdout=fh,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=REPO, start_new_session=True)
-        proc = Proc(name, popen, log, f"{MARKER}={marker}\0".encode())
-        self.procs.append(proc)
-        return proc
-
-    def stop(self, proc: Proc, grace: float = 20.0, reap_grace: float = 10.0) -> int | None:
-        """SIGTERM the process group, then SIGKILL what is left, then (after ``reap_grace``)
-        the process's descendants outside its group; the exit code."""
-        p = proc.popen
-        stop_group(p, grace)  # the JVM and Python workers of `geops app`
-        reap(proc.marker, reap_grace)  # PySpark's daemon and workers, in a group of their own
-        if proc in self.procs:
-            self.procs.remove(proc)
-        return p.returncode
-
-    def start_broker(self, state: Path) -> str:
-        info, _ = broker.start(state, port=0)
-        self.broker_state, self.broker_pid = state, info.pid
-        return info.address
-
-    def check_broker(self) -> None:
-        """BenchFailed, pointing at its log, when the broker this benchmark started is gone:
-        every client would otherwise retry up to the outage limit before anything failed."""
-        if self.broker_state is not None and broker.status(self.broker_state) is None:
-            raise BenchFailed(f"the broker (pid {self.broker_pid}) exited; see "
-                              f"{broker.log_file(self.broker_state)}")
-
-    def stop_all(self) -> None:
-        for proc in reversed(list(self.procs)):
-            with contextlib.suppress(Exception):
-                self.stop(proc)
-        if self.broker_state is not None:
-            with contextlib.suppress(Exception):
-                broker.stop(self.broker_state)
-            self.broker_state = self.broker_pid = None
 
 
 # -- configuration of one session ------------------------------------------------------------

@@ -18,13 +18,12 @@ import numpy as np
 from bench.live import calc, report
 from bench.live.harness import (
     AppOptions,
-    BenchFailed,
     Log,
     Offer,
-    Processes,
     Publisher,
     Session,
 )
+from bench.processes import BenchFailed, Processes
 from bench.tables import number
 from geops.workload import SkewSpec, Workload, generate_workload
 

@@ -2,8 +2,8 @@
 
 Each run gets its own local broker (nothing of one run's data outlives it, over hundreds of
 runs), its own topics and checkpoint. The distributor and the app
-run as separate processes, exactly as a user runs them (`geops distributor`, `geops app`); their
-logs are kept beside the run's data.
+run as separate processes, exactly as a user runs them (`geops distributor`, `geops app`),
+started and ended by ``bench.processes``; their logs are kept beside the run's data.
 """
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ import numpy as np
 
 import config
 from bench.paper.plan import RunSpec
-from bench.reap import reap, stop_group
+from bench.processes import GEOPS, Processes
+from bench.reap import reap
 from geops.model import Publications
 from geops.workload import Workload
-from kafkaio import broker
 from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
 from schemas.records import publication_records, subscription_records
-
-GEOPS = [sys.executable, "-m", "cli.main"]
 
 
 class RunFailed(RuntimeError):
@@ -104,35 +102,29 @@ def run(spec: RunSpec, workload: Workload, workdir: Path, settings: DistributorS
     state = workdir / spec.run_id
     shutil.rmtree(state, ignore_errors=True)  # a failed earlier attempt's checkpoint must go
     state.mkdir(parents=True)
-    info, _ = broker.start(state, port=0)
+    procs = Processes()
     try:
-        env = _env(info.address, state)
+        env = _env(procs.start_broker(state), state)
         cfg = config.load(environ=env)
         load_workload(cfg, workload)
-        with open(state / "distributor.log", "w") as dlog, open(state / "app.log", "w") as alog:
-            dist = None if settings is None else subprocess.Popen(
-                distributor_args(spec, settings), env=env, stdout=dlog,
-                stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                app = subprocess.Popen(app_args(spec), env=env, stdout=alog,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-                try:
-                    if during is not None:
-                        during(cfg)
-                    code = app.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    raise RunFailed(f"{spec.run_id}: the app did not finish within "
-                                    f"{timeout:.0f} s; see {state / 'app.log'}") from None
-                finally:
-                    stop_group(app)  # on a timeout or an interrupt too: it runs in its own session
-                if code != 0:
-                    raise RunFailed(f"{spec.run_id}: the app exited with {code}; see "
-                                    f"{state / 'app.log'}")
-            finally:
-                if dist is not None:
-                    stop_group(dist)
+        dist = None if settings is None else procs.start(
+            "distributor", distributor_args(spec, settings), env, state / "distributor.log")
+        app = procs.start("app", app_args(spec), env, state / "app.log")
+        try:
+            if during is not None:
+                during(cfg)
+            code = app.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise RunFailed(f"{spec.run_id}: the app did not finish within "
+                            f"{timeout:.0f} s; see {app.log}") from None
+        finally:
+            procs.stop(app)  # on a timeout or an interrupt too: it runs in its own group
+        if code != 0:
+            raise RunFailed(f"{spec.run_id}: the app exited with {code}; see {app.log}")
+        if dist is not None:
+            procs.stop(dist)
         return collect(cfg)
     finally:
+        procs.stop_all()  # the distributor if a run failed, then the broker
         reap(f"GEOPS_STATE_DIR={state}\0".encode())
-        broker.stop(state)
 

@@ -1,5 +1,5 @@
 """Stopping a benchmark's process also ends its descendants that left its process group, as
-PySpark's daemon and workers do (``bench.reap``, ``bench.live.harness.Processes``)."""
+PySpark's daemon and workers do (``bench.reap``, ``bench.processes.Processes``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench.live.harness import BenchFailed, Processes
+from bench.processes import BenchFailed, Processes
 from bench.reap import reap, with_environ
 from config.embedded import pid_alive
 
