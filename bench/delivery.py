@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.live import calc
-from bench.live.harness import AppOptions, Log, now_ms
+from bench.live.deployment import AppOptions
+from bench.live.publisher import Log, now_ms
 from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
 from bench.tables import markdown, number
 from geops.workload import generate_workload
@@ -274,7 +275,7 @@ def write_path(address: str, kafka_properties, workdir: Path, spec: WriteSpec,
     import config
     from app.delivery import batch_output
     from app.records import PartitionLoad
-    from bench.live.harness import session_env
+    from bench.live.deployment import session_env
     from kafkaio.topics import create_topics
     from schemas import codec
     from schemas.match_encoder import encode_matches

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.live import calc
-from bench.live.harness import session_env, unique_prefix
+from bench.live.deployment import session_env, unique_prefix
 from bench.processes import GEOPS, REPO, BenchFailed, Processes
 
 Log = Callable[[str], None]
@@ -368,7 +368,7 @@ class MemorySampler(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        from bench.live.harness import process_parents
+        from bench.live.monitor import process_parents
         while not self.stopping.is_set():
             sample = []
             for pid in calc.descendants(self.root, process_parents()):

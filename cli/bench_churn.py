@@ -85,8 +85,8 @@ def _numbers(text: str, flag: str, count: int | None = None) -> tuple[float, ...
 
 
 def build_spec(args: argparse.Namespace):
-    from bench.live.churn import ChurnSpec
-    from bench.live.harness import AppOptions
+    from bench.live.churn_run import ChurnSpec
+    from bench.live.deployment import AppOptions
 
     strategies = _names(args.strategies, STRATEGIES, "--strategies")
     joins = _names(args.joins, JOINS, "--joins")
@@ -123,7 +123,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _churn(args: argparse.Namespace) -> int:
-    from bench.live.churn import main
+    from bench.live.churn_run import main
     from bench.processes import BenchFailed
 
     return live.run_bench("churn", main, build_spec(args), (BenchFailed,))

@@ -57,7 +57,7 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 def _delivery(args: argparse.Namespace) -> int:
     from bench.delivery import DeliverySpec, main
-    from bench.live.harness import AppOptions
+    from bench.live.deployment import AppOptions
     from bench.processes import BenchFailed
 
     if args.write_only and args.write_batches <= 0:

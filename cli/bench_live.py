@@ -181,7 +181,7 @@ def duration(text: str, flag: str) -> float:
 
 
 def build_spec(args: argparse.Namespace):
-    from bench.live.harness import AppOptions
+    from bench.live.deployment import AppOptions
     from bench.live.run import LiveSpec
 
     try:

@@ -117,7 +117,7 @@ def _paper(args: argparse.Namespace) -> int:
 
 def _run_paper(args: argparse.Namespace) -> int:
     from bench.paper import redistribution
-    from bench.paper.harness import PlanConflict, run_plan
+    from bench.paper.evaluation import PlanConflict, run_plan
     from bench.paper.plan import (
         FULL_SIZES,
         MIN_STREAM_S,
@@ -188,8 +188,8 @@ def _run_paper(args: argparse.Namespace) -> int:
 
 
 def _figures_and_report(out: Path, log) -> None:
-    from bench.paper import figures, report, simulate
+    from bench.paper import figures, paper_report, simulate
 
     simulate.run_simulation(out, log=log)
     figures.make_all(out, log=log)
-    report.write_report(out)
+    paper_report.write_report(out)

@@ -34,7 +34,7 @@ from schemas.bulk_encoder import encode_subscriptions
 from schemas.records import (
     MISSING_TIME,
     publication_records,
-    subscription_records,  # noqa: F401 (bench/live/harness.py's import)
+    subscription_records,  # noqa: F401 (bench/live/deployment.py's import)
 )
 
 INPUT_HELP = ("GeoJSON FeatureCollection, or an Avro container file of the schema's records "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from bench.live import calc, churn_calc
-from bench.live.report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
+from bench.live.live_report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
 from bench.tables import markdown, number
 
 Log = Any

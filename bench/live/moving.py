@@ -24,8 +24,9 @@ from functools import partial
 
 import numpy as np
 
-from bench.live import calc, churn_calc, moving_calc, report
-from bench.live.harness import Log, Publisher, Session, now_ms
+from bench.live import calc, churn_calc, live_report, moving_calc
+from bench.live.deployment import Session
+from bench.live.publisher import Log, Publisher, now_ms
 from bench.live.run import Bench, LiveSpec, PhaseResult, find_max_rate, nice, phase
 from distributor.policies import make_policy
 from geops.workload import SkewSpec, Workload, generate_workload
@@ -122,7 +123,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
     result.update({"max_rate": best, "verdicts": verdicts, "rate": rate, "plans": plans,
                    "ideal_moves": ideal_moves, "policy": policy.name,
                    "distributor_log": distributor_log})
-    report.write_moving(spec, result, log)
+    live_report.write_moving(spec, result, log)
     return result
 
 

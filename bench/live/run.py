@@ -1,5 +1,5 @@
-"""`geops bench live`: the scenarios (steady, rebalance, soak) built from the harness parts;
-the moving hot spot is in ``bench.live.moving``."""
+"""`geops bench live`: the scenarios (steady, rebalance, soak) built from the publisher, the
+monitor and the deployments of ``bench.live``; the moving hot spot is in ``bench.live.moving``."""
 
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.live import calc, report
-from bench.live.harness import (
-    AppOptions,
-    Log,
-    Offer,
-    Publisher,
-    Session,
-)
+from bench.live import calc, live_report
+from bench.live.deployment import AppOptions, Session
+from bench.live.publisher import Log, Offer, Publisher
 from bench.processes import BenchFailed, Processes
 from bench.tables import number
 from geops.workload import SkewSpec, Workload, generate_workload
@@ -82,7 +77,7 @@ class PhaseResult:
     trigger: str
     level: float | None       # share of the max rate, or None
     offer: Offer
-    samples: list             # harness.Sample
+    samples: list             # monitor.Sample
     batches: list[dict]
     ids: np.ndarray
     event_ms: np.ndarray
@@ -311,7 +306,7 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
             bench.end(s)
     result = {"max_rate": best, "verdicts": verdicts, "phases": phases, "backlog": backlog,
               "producer_cpu": producer_cpu}
-    report.write_steady(spec, result, log)
+    live_report.write_steady(spec, result, log)
     return result
 
 
@@ -358,7 +353,7 @@ def run_rebalance(spec: LiveSpec, log: Log) -> dict:
         bench.end(s)
     out = {"max_rate": best, "verdicts": verdicts, "phase": result, "commands": commands,
            "moves": moves}
-    report.write_rebalance(spec, out, log)
+    live_report.write_rebalance(spec, out, log)
     return out
 
 
@@ -400,7 +395,7 @@ def run_soak(spec: LiveSpec, log: Log) -> dict:
     out = {"max_rate": best, "rate": rate, "verdicts": verdicts, "memory": memory,
            "samples": samples, "batches": batches, "t0_ms": t0, "t1_ms": t1,
            "sent": sum(o.sent for o in offers)}
-    report.write_soak(spec, out, log)
+    live_report.write_soak(spec, out, log)
     return out
 
 

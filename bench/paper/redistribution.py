@@ -13,7 +13,7 @@ from pathlib import Path
 
 import config
 from bench.paper.collect import read_run, run_rows
-from bench.paper.harness import Tables, Workloads
+from bench.paper.evaluation import Tables, Workloads
 from bench.paper.plan import DYNAMIC_LB_STAL, RunSpec, Sizes
 from bench.paper.runner import run
 from kafkaio.clients import consumer

@@ -3,7 +3,7 @@ matrix is, how its Dynamic LB STAL runs rebalanced, the first-period A/B and the
 claims, each computed from the rows of the results CSVs (``bench.paper.rows``).
 
 Comparisons of modes use only the repeats every compared point has (see ``_common``).
-``bench.paper.report`` renders these as Markdown.
+``bench.paper.paper_report`` renders these as Markdown.
 """
 
 from __future__ import annotations

@@ -236,8 +236,8 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
 
 
 def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000_000):
-    from bench.live.churn import ChangeRun, Level
-    from bench.live.harness import Offer, Paced
+    from bench.live.churn_run import ChangeRun, Level
+    from bench.live.publisher import Offer, Paced
     from bench.live.run import PhaseResult
 
     batches = [dict(_b(i, t0 + 500 * i, t0 + 500 * i + 200, per_batch,
@@ -261,7 +261,7 @@ def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000
 
 def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
     from bench.live import churn_report
-    from bench.live.churn import ChurnSpec
+    from bench.live.churn_run import ChurnSpec
 
     levels = [_level(s, r, rate, 450 - int(rate / 100)) for s in ("sPIS", "RIsPS")
               for r in (0, 1) for rate in (0.0, 1000.0)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper.harness import run_order
+from bench.paper.evaluation import run_order
 from bench.paper.plan import HOT_SPOT, MODES, REPLICATE, RUN_MODES, full_plan
 from bench.paper.runner import DistributorSettings, distributor_args
 from bench.paper.workloads import WorkloadKey

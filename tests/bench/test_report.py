@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper import report, verdicts
+from bench.paper import paper_report, verdicts
 from bench.paper.figures import make_all
 
 
@@ -76,10 +76,10 @@ def test_a_pipeline_run_only_balanced_has_no_verdict() -> None:
 
 
 def test_missed_targets_say_by_how_much() -> None:
-    lines = "\n".join(report._target_lines(verdicts.targets(KNOWN)))
+    lines = "\n".join(paper_report._target_lines(verdicts.targets(KNOWN)))
     assert "**missed** by 12%" in lines   # LB/DB 0.875 (repeat 0) against 1.0
     assert "n/a (only the balanced skew was run)" in lines
-    close = report._target_lines([verdicts._ratio_row("t", "sPS", 0.9, "a / b", (0.998, 2),
+    close = paper_report._target_lines([verdicts._ratio_row("t", "sPS", 0.9, "a / b", (0.998, 2),
                                                       1.0)])
     assert "| 1.00 | 2 | >= 1.0 | **missed** by 0.2% |" in close[-2]
 
@@ -175,7 +175,7 @@ def test_streaming_names_the_runs_under_the_minimum() -> None:
 
 def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None:
     make_all(results, log=lambda _: None)
-    text = report.write_report(results, log=lambda _: None).read_text()
+    text = paper_report.write_report(results, log=lambda _: None).read_text()
     for heading in ("## Machine", "## How to reproduce", "## Targets",
                     "## The paper's claims and our findings", "## Figures",
                     "## Throughput (publications/s)", "## Mean latency (s)",
@@ -195,18 +195,18 @@ def test_readme_has_every_section_figure_and_the_analysis(results: Path) -> None
 
 def test_readme_links_the_compressed_tables(results: Path) -> None:
     """A table stored as .csv.gz is read and linked as such; the numbers do not change."""
-    before = report.render(results)
+    before = paper_report.render(results)
     path = results / "batches.csv"
     with open(path, "rb") as src, gzip.open(results / "batches.csv.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)
     path.unlink()
-    after = report.render(results)
+    after = paper_report.render(results)
     assert "- [`batches.csv.gz`](batches.csv.gz): one row per micro-batch" in after
     assert after == before.replace("[`batches.csv`](batches.csv)",
                                    "[`batches.csv.gz`](batches.csv.gz)")
 
 def test_readme_from_an_empty_directory(tmp_path: Path) -> None:
-    text = report.write_report(tmp_path, log=lambda _: None).read_text()
+    text = paper_report.write_report(tmp_path, log=lambda _: None).read_text()
     assert "No meta.json" in text and "Not computed: no pair of modes" in text
     assert "## Analysis" not in text
 
@@ -228,11 +228,11 @@ def test_first_period_ab_compares_each_first_period_with_static_stal() -> None:
         batches += [{"run_id": spec.run_id, "start_ms": str(1000 + t), "epoch": str(
             int(switch_ms is not None and t >= switch_ms))} for t in range(0, 20000, 2000)]
     runs.append(KNOWN[0])  # plan runs are not part of the A/B
-    lines = report.first_period_ab(runs, batches)
+    lines = paper_report.first_period_ab(runs, batches)
     row = next(line for line in lines if line.startswith("| sPS"))
     assert row == ("| sPS | 0.90 | 1,000 (n=2) | 1,500 (n=2) | 1.50 | 4.0 (2 of 2) | 1,200 (n=2) "
                    "| 1.20 | 14.0 (1 of 2) |")  # one full run never left epoch 0
-    assert report.first_period_ab(KNOWN, []) == []
+    assert paper_report.first_period_ab(KNOWN, []) == []
 
 
 def test_distributor_args_take_the_runs_first_period() -> None:

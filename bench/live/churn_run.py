@@ -24,14 +24,8 @@ import shapely
 
 import config
 from bench.live import calc, churn_calc
-from bench.live.harness import (
-    AppOptions,
-    Log,
-    Paced,
-    PacedProducer,
-    Session,
-    paced,
-)
+from bench.live.deployment import AppOptions, Session
+from bench.live.publisher import Log, Paced, PacedProducer, paced
 from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
 from bench.processes import BenchFailed
 from bench.tables import number

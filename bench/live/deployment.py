@@ -1,30 +1,27 @@
-"""The moving parts of `geops bench live`: topics, app and distributor (started through
-``bench.processes``), a rate-limited publisher, and a monitor thread that follows the app's
-metrics and the lag."""
+"""One app of `geops bench live` on topics of its own: its options and environment, the
+subscriptions loaded, the app (and the distributor) started through ``bench.processes``, the
+monitor following them."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import shapely
-from confluent_kafka import TopicPartition
 
 import config
 from bench.live import calc
+from bench.live.monitor import Monitor, Sample, cpu_seconds, process_parents
+from bench.live.publisher import Log, Publisher, now_ms
 from bench.processes import GEOPS, BenchFailed, Proc, Processes
 from config import TOPICS
-from kafkaio.clients import KafkaUnavailable, consumer, producer
-from kafkaio.dump import decoded_records
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records
 from kafkaio.topics import create_topics, drop_topics
@@ -33,18 +30,6 @@ from schemas.assignment import command_fields
 from schemas.codec import HEADER_LEN
 from schemas.records import subscription_records
 
-Log = Callable[[str], None]
-# The publisher's linger: the time a record waits here counts as latency, and a few
-# milliseconds already make batches of several records at these rates.
-LINGER_MS = 5
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-# -- configuration of one session ------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AppOptions:
@@ -86,258 +71,6 @@ def unique_prefix(label: str) -> str:
     return f"bench-live-{label}-{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-# -- the publisher ---------------------------------------------------------------------------
-
-@dataclass
-class Paced:
-    """What ``paced`` sent: how many, from when to when (epoch ms), and per whole second."""
-
-    sent: int
-    t0_ms: int
-    t1_ms: int
-    per_sec: np.ndarray
-
-
-def paced(rate: float, seconds: float, send: Callable[[int, int], None],
-          poll: Callable[[float], Any],
-          events: list[tuple[float, Callable[[], None]]] | None = None,
-          stop: threading.Event | None = None) -> Paced:
-    """Call ``send(n, now_ms)`` for n = 0, 1, ... at a steady ``rate`` per second for
-    ``seconds`` (``round(rate * seconds)`` calls unless ``stop`` is set first); ``send`` raises
-    BufferError when the client's queue is full, and is called again after ``poll``.
-    ``events`` (offset in seconds, function) run once at their offset without pausing the
-    stream; those past the end run at the end."""
-    total = round(rate * seconds)
-    per_sec = np.zeros(int(np.ceil(seconds)) + 1, np.int64)
-    pending = sorted(events or [], key=lambda e: e[0])
-    t0_ms = now_ms()
-    t0 = time.monotonic()
-    n = 0
-    while n < total:
-        el = time.monotonic() - t0
-        while pending and pending[0][0] <= el:
-            pending.pop(0)[1]()
-        due = min(total, int(el * rate) + 1)
-        ms = now_ms()
-        sec = min(int(el), len(per_sec) - 1)
-        while n < due:
-            try:
-                send(n, ms)
-            except BufferError:
-                poll(0.01)
-                continue
-            n += 1
-            per_sec[sec] += 1
-        poll(0)
-        if stop is not None and stop.is_set():
-            break
-        wait = (n / rate) - (time.monotonic() - t0)
-        if wait > 0:
-            time.sleep(min(wait, 0.005))
-    t1_ms = now_ms()
-    for _, fn in pending:  # events past the end still run
-        fn()
-    return Paced(n, t0_ms, t1_ms, per_sec)
-
-
-class PacedProducer:
-    """A producer for ``paced`` loops: linger ``LINGER_MS``, a deep queue; ``close`` flushes
-    and drops the client (its threads stop once nothing refers to it)."""
-
-    def __init__(self, client_conf: Mapping[str, str]):
-        self._producer = producer(client_conf, **{"linger.ms": LINGER_MS,
-                                                  "queue.buffering.max.messages": 1_000_000})
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._producer.flush(30)
-        self._producer = None
-
-
-class Publisher(PacedProducer):
-    """Writes publications at a steady offered rate, event_time = the time of sending.
-
-    The geometries of a pool cycle; ids are unique per offer (``id_base`` + sequence), so a
-    phase's Match records are told apart by id. ``other_pools`` are more pools that ``use``
-    switches to, also in the middle of an offer (a hot spot that moves).
-    """
-
-    def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray,
-                 other_pools: Sequence[np.ndarray] = ()):
-        super().__init__(client_conf)
-        self.topic = topic
-        self.header = codec().header("Publication")
-        self.pools = [[calc.encoded_geometry(w) for w in shapely.to_wkb(g)]
-                      for g in (pool_geoms, *other_pools)]
-        self.geoms = self.pools[0]
-        self.failed = 0
-        self._next_base = 1
-
-    def use(self, pool: int) -> None:
-        """Send the geometries of pool ``pool`` (0: the first) from the next publication on."""
-        self.geoms = self.pools[pool]
-
-    def _report(self, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.failed += 1
-
-    def new_base(self) -> int:
-        base = self._next_base * 1_000_000_000
-        self._next_base += 1
-        return base
-
-    def offer(self, rate: float, seconds: float, id_base: int,
-              events: list[tuple[float, Callable[[], None]]] | None = None,
-              stop: threading.Event | None = None) -> Offer:
-        """Offer ``rate`` publications/s for ``seconds``; ``events`` run once at their offset
-        (seconds) without pausing the stream. Returns what was sent when."""
-        produce = self._producer.produce
-        header, topic = self.header, self.topic
-        report = self._report
-
-        def send(n: int, ms: int) -> None:
-            pid = id_base + n
-            geoms = self.geoms  # ``use`` may switch pools while the offer runs
-            produce(topic, calc.publication_bytes(header, pid, geoms[n % len(geoms)], ms),
-                    str(pid).encode(), on_delivery=report)
-
-        run = paced(rate, seconds, send, self._producer.poll, events, stop)
-        self._producer.flush(60)
-        if self.failed:
-            raise BenchFailed(f"{self.failed} publications were not delivered")
-        return Offer(rate, seconds, id_base, run.sent, run.t0_ms, run.t1_ms, run.per_sec)
-
-@dataclass
-class Offer:
-    rate: float
-    seconds: float
-    id_base: int
-    sent: int
-    t0_ms: int
-    t1_ms: int
-    per_sec: np.ndarray
-
-    @property
-    def achieved_rate(self) -> float:
-        return self.sent / max((self.t1_ms - self.t0_ms) / 1000, 1e-9)
-
-
-# -- the monitor -----------------------------------------------------------------------------
-
-@dataclass
-class Sample:
-    time_ms: int
-    lag: int | None
-    topic_end: int | None
-
-
-@dataclass
-class MonitorData:
-    samples: list[Sample] = field(default_factory=list)
-    batches: list[dict] = field(default_factory=list)
-    moves: list[dict] = field(default_factory=list)
-    commands: list[dict] = field(default_factory=list)
-    memory: list[dict] = field(default_factory=list)
-    loads: list[tuple[int, int, int]] = field(default_factory=list)  # (time, partition, ns)
-
-
-class Monitor(threading.Thread):
-    """Follows the metrics and control topics of the app from their end as of now, and every
-    ``interval`` seconds samples the lag (publications topic end offsets minus the latest
-    BatchSummary.source_end_offsets); with ``memory`` set, calls it every ``memory_every`` s
-    and keeps the rows; with ``loads`` set, keeps every PartitionLoad's time, partition and
-    processing_ns."""
-
-    def __init__(self, cfg: config.Config, app_id: str, interval: float = 1.0,
-                 memory: Callable[[], dict] | None = None, memory_every: float = 10.0,
-                 loads: bool = False):
-        super().__init__(daemon=True, name="bench-live-monitor")
-        self.cfg, self.app_id, self.interval = cfg, app_id, interval
-        self.memory, self.memory_every = memory, memory_every
-        self.loads = loads
-        self.data = MonitorData()
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-        self.batch_end: dict[str, int] = {}
-        conf = cfg.kafka_client()
-        self.probe = EndOffsets(conf)
-        self.pubs = cfg.topic("publications")
-        follow = [cfg.topic("metrics"), cfg.topic("control")]
-        self.consumer = consumer(conf)
-        assign = []
-        for t in follow:
-            for p, end in self.probe(t).items():
-                assign.append(TopicPartition(t, p, end))
-        self.consumer.assign(assign)
-        self.ready = threading.Event()
-
-    def latest_lag(self) -> int | None:
-        with self.lock:
-            return self.data.samples[-1].lag if self.data.samples else None
-
-    def batches_with_records(self, epoch: int = 0) -> int:
-        """Batches reported with records, under assignment ``epoch`` or a later one."""
-        with self.lock:
-            return sum(1 for b in self.data.batches if b["records"] and b["epoch"] >= epoch)
-
-    def run(self) -> None:
-        next_sample = time.monotonic()
-        next_memory = time.monotonic()
-        try:
-            while not self.stopping.is_set():
-                for name, rec in decoded_records(self.consumer.consume(500, timeout=0.05)):
-                    if rec.get("app_id", self.app_id) not in (self.app_id, ""):
-                        continue
-                    with self.lock:
-                        if name == "BatchSummary":
-                            # when a read_committed reader got it: with exactly-once
-                            # delivery, when the batch's transaction (its matches too)
-                            # became visible
-                            rec["seen_ms"] = now_ms()
-                            self.data.batches.append(rec)
-                            if rec.get("source_end_offsets"):
-                                self.batch_end = dict(rec["source_end_offsets"])
-                        elif name == "MoveReport":
-                            self.data.moves.append(rec)
-                        elif name == "RebalanceCommand":
-                            self.data.commands.append(rec)
-                        elif name == "PartitionLoad" and self.loads:
-                            self.data.loads.append((rec["time"], rec["partition"],
-                                                    rec["processing_ns"]))
-                now = time.monotonic()
-                if now >= next_sample:
-                    next_sample = now + self.interval
-                    try:
-                        ends = self.probe(self.pubs)
-                    except KafkaUnavailable:
-                        ends = None
-                    with self.lock:
-                        lag = (calc.lag(ends, self.batch_end)
-                               if ends is not None and self.batch_end else None)
-                        self.data.samples.append(Sample(
-                            now_ms(), lag, None if ends is None else sum(ends.values())))
-                    self.ready.set()
-                if self.memory is not None and now >= next_memory:
-                    next_memory = now + self.memory_every
-                    row = self.memory()
-                    with self.lock:
-                        self.data.memory.append(row)
-        except BaseException as exc:
-            self.error = exc
-            self.ready.set()
-        finally:
-            with contextlib.suppress(Exception):
-                self.consumer.close()
-            with contextlib.suppress(Exception):
-                self.probe.close()
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.join(10)
-
-
-# -- one session: topics, subscriptions, app ------------------------------------------------
 
 class Session:
     """Topics with a fresh prefix, the subscriptions loaded, the app (and optionally the
@@ -521,9 +254,9 @@ class Session:
         out = {"app": 0.0, "broker": 0.0}
         if self.app is not None and self.app.popen.poll() is None:
             for pid in calc.descendants(self.app.popen.pid, process_parents()):
-                out["app"] += _cpu_seconds(pid)
+                out["app"] += cpu_seconds(pid)
         if self.procs.broker_pid is not None:
-            out["broker"] = _cpu_seconds(self.procs.broker_pid)
+            out["broker"] = cpu_seconds(self.procs.broker_pid)
         return out
 
     def close(self, delete_topics: bool) -> None:
@@ -534,21 +267,3 @@ class Session:
                 self.log(f"{proc.name} stopped (exit code {code})")
         if delete_topics:
             drop_topics(self.cfg)
-
-
-def process_parents() -> dict[int, int]:
-    """{pid: ppid} of every process on the machine."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
-                parents[pid] = ppid
-    return parents
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        return calc.cpu_ticks(Path(f"/proc/{pid}/stat").read_text()) / CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return 0.0  # gone meanwhile
