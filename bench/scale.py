@@ -23,282 +23,40 @@ own, with topics of a fresh prefix:
 A run that fails (the app exits, no batch within ``--first-batch-timeout``) is recorded with
 its reason (the app's last error line); with ``--retry-driver-memory`` it is run once more with
 that driver heap. Rows are appended to ``runs.csv`` after every run, so results exist early.
+
+What the logs and metrics say is read by ``bench.scale_calc``, memory and load are sampled by
+``bench.scale_memory``, and ``bench.scale_report`` draws the table and plots.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import gzip
 import os
-import re
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.live import calc
 from bench.live.deployment import session_env, unique_prefix
+from bench.live.publisher import now_ms
 from bench.processes import GEOPS, REPO, BenchFailed, Processes
+from bench.scale_calc import (
+    append_rows,
+    batch_rows,
+    dedupe_batches,
+    failure_reason,
+    forced_assignment,
+    parse_app_log,
+    phases,
+    summarise,
+    to_float,
+)
+from bench.scale_memory import MemorySampler, UptimeLog
 
 Log = Callable[[str], None]
 
-STATIC_LINE = re.compile(
-    r"static data: (?P<bytes>\d+) bytes in (?P<partitions>\d+) partitions \((?P<per_sub>[\d.]+) "
-    r"bytes per subscription, the largest partition (?P<largest>\d+) bytes\), built on the "
-    r"executors in (?P<build_s>[\d.]+) s")
-SUBS_LINE = re.compile(r"(?P<subs>\d+) subscriptions \((?P<records>\d+) records read.*?"
-                       r"\(built in (?P<router_s>[\d.]+) s\)")
-_KB = re.compile(r"^(VmRSS|VmHWM):\s+(\d+)\s+kB", re.M)
-ERROR_HINTS = ("OutOfMemoryError", "ERROR", "Error", "Traceback", "Killed")
-
-
-# -- pure parts ------------------------------------------------------------------------------
-
-def parse_app_log(text: str) -> dict[str, float | None]:
-    """Static side and router figures from an app log (None where the line is missing)."""
-    out: dict[str, float | None] = {"static_bytes": None, "static_partitions": None,
-                                    "bytes_per_subscription": None, "largest_partition_bytes": None,
-                                    "static_build_s": None, "router_build_s": None}
-    m = STATIC_LINE.search(text)
-    if m:
-        out.update(static_bytes=int(m["bytes"]), static_partitions=int(m["partitions"]),
-                   bytes_per_subscription=float(m["per_sub"]),
-                   largest_partition_bytes=int(m["largest"]), static_build_s=float(m["build_s"]))
-    m = SUBS_LINE.search(text)
-    if m:
-        out["router_build_s"] = float(m["router_s"])
-    return out
-
-
-_STAMP = r"^(?P<t>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) geops\.app INFO "
-PHASE_LINES = {
-    "router_at_s": re.compile(_STAMP + r"\d+ subscriptions \(", re.M),
-    "static_at_s": re.compile(_STAMP + r"static data: ", re.M),
-    "streaming_at_s": re.compile(_STAMP + r"streaming from ", re.M),
-    "first_batch_at_s": re.compile(_STAMP + r"batch \d+ epoch \d+: [1-9]\d* records", re.M),
-}
-
-
-def _log_time(stamp: str) -> float:
-    """Seconds of a log timestamp (local time, as Python's logging writes it)."""
-    return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + int(stamp[20:]) / 1000
-
-
-def phases(text: str, first_batch_s: float | None) -> dict[str, float | None]:
-    """When the app's start-up steps ended, in seconds from its launch: the subscriptions are
-    scanned (by the executors) and the router built, the static side is built, the query
-    streams, the first batch with records is done. Anchored on the first batch
-    (``first_batch_s`` from the launch, as the metrics say), so the log's clock and time zone
-    do not matter."""
-    out: dict[str, float | None] = dict.fromkeys(PHASE_LINES)
-    stamps = {k: (m["t"] if (m := rx.search(text)) else None) for k, rx in PHASE_LINES.items()}
-    anchor = stamps["first_batch_at_s"]
-    if anchor is None or first_batch_s is None:
-        return out
-    t_anchor = _log_time(anchor)
-    for k, stamp in stamps.items():
-        if stamp is not None:
-            out[k] = round(first_batch_s - (t_anchor - _log_time(stamp)), 1)
-    return out
-
-
-def failure_reason(text: str, limit: int = 300) -> str:
-    """The most telling line of a failed app's log: an OutOfMemoryError first, else the last
-    line naming an error."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if "OutOfMemoryError" in ln:
-            return ln[:limit]
-    for ln in reversed(lines):
-        if any(h in ln for h in ERROR_HINTS):
-            return ln[:limit]
-    return (lines[-1] if lines else "(empty log)")[:limit]
-
-
-def memory_kb(status_text: str) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in kB of a /proc/<pid>/status text (0 for what is missing)."""
-    vals = dict(_KB.findall(status_text))
-    return int(vals.get("VmRSS", 0)), int(vals.get("VmHWM", 0))
-
-
-@dataclass
-class MemoryPeaks:
-    """Peak memory by role: the largest sum of VmRSS over one sample, and the largest VmHWM of
-    one process (the kernel's own peak, so nothing between samples is missed)."""
-
-    rss_sum_kb: dict[str, int] = field(default_factory=dict)
-    hwm_kb: dict[str, int] = field(default_factory=dict)
-    hwm_by_pid: dict[int, tuple[str, int]] = field(default_factory=dict)
-
-    def add(self, sample: Iterable[tuple[int, str, int, int]]) -> None:
-        """One sample: (pid, role, VmRSS kB, VmHWM kB) per process."""
-        sums: dict[str, int] = {}
-        for pid, role, rss, hwm in sample:
-            sums[role] = sums.get(role, 0) + rss
-            prev = self.hwm_by_pid.get(pid, (role, 0))[1]
-            self.hwm_by_pid[pid] = (role, max(prev, hwm))
-            self.hwm_kb[role] = max(self.hwm_kb.get(role, 0), hwm)
-        for role, kb in sums.items():
-            self.rss_sum_kb[role] = max(self.rss_sum_kb.get(role, 0), kb)
-
-    def hwm_sum_kb(self, role: str) -> int:
-        """Sum of the per-process peaks of a role (an upper bound of its peak together)."""
-        return sum(h for r, h in self.hwm_by_pid.values() if r == role)
-
-    def row(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for role in ("app-driver-python", "app-jvm", "app-python-workers"):
-            key = role.removeprefix("app-").replace("-", "_")
-            out[f"{key}_hwm_mb"] = round(self.hwm_kb.get(role, 0) / 1024, 1)
-            out[f"{key}_rss_peak_mb"] = round(self.rss_sum_kb.get(role, 0) / 1024, 1)
-        out["python_workers_hwm_sum_mb"] = round(self.hwm_sum_kb("app-python-workers") / 1024, 1)
-        return out
-
-
-def dedupe_batches(summaries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One summary per batch id (a replayed batch reports again; the last one counts)."""
-    return sorted({s["batch_id"]: s for s in summaries}.values(), key=lambda s: s["batch_id"])
-
-
-def summarise(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, Any]],
-              moves: Sequence[Mapping[str, Any]], launch_ms: int) -> dict[str, Any]:
-    """Time to the first batch, throughput and cost per candidate pair of one run.
-
-    The first batch (warm-up) and the batch a move ran before are left out of the steady
-    figures; throughput = records / summed batch time (busy throughput: the backlog keeps the
-    app busy) and records / span of those batches."""
-    done = [b for b in dedupe_batches(batches) if b["records"]]
-    if not done:
-        raise ValueError("no batch with records")
-    first = done[0]
-    moved = {m["batch_id"] for m in moves}
-    steady = [b for b in done[1:] if b["batch_id"] not in moved]
-    ids = {b["batch_id"] for b in steady}
-    cand = {}
-    proc_ns = {}
-    for r in loads:
-        cand[r["batch_id"]] = cand.get(r["batch_id"], 0) + r["candidates"]
-        proc_ns[r["batch_id"]] = proc_ns.get(r["batch_id"], 0) + r["processing_ns"]
-    records = sum(b["records"] for b in steady)
-    busy_ms = sum(b["duration_ms"] for b in steady)
-    candidates = sum(cand.get(i, 0) for i in ids)
-    span_ms = (max(b["end_time"] for b in steady) - min(b["start_time"] for b in steady)
-               if steady else 0)
-    move = moves[0] if moves else None
-    return {
-        "first_batch_s": (first["end_time"] - launch_ms) / 1000,
-        "first_batch_start_s": (first["start_time"] - launch_ms) / 1000,
-        "first_batch_ms": first["duration_ms"],
-        "batches": len(done), "steady_batches": len(steady),
-        "records": sum(b["records"] for b in done), "steady_records": records,
-        "throughput_busy": records / (busy_ms / 1000) if busy_ms else None,
-        "throughput_span": records / (span_ms / 1000) if span_ms else None,
-        "candidates": candidates,
-        "candidates_per_record": candidates / records if records else None,
-        "batch_us_per_candidate": busy_ms * 1000 / candidates if candidates else None,
-        "join_us_per_candidate": (sum(proc_ns.get(i, 0) for i in ids) / 1000 / candidates
-                                  if candidates else None),
-        "move_batch": move["batch_id"] if move else None,
-        "move_partitions": len(move["partitions_moved"]) if move else None,
-        "move_bytes": move["bytes"] if move else None,
-        "move_ms": move["duration_ms"] if move else None,
-    }
-
-
-def batch_rows(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, Any]],
-               launch_ms: int, base: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per batch (the raw data): its summary, its candidates and join-task time."""
-    cand: dict[int, int] = {}
-    proc_ns: dict[int, int] = {}
-    for r in loads:
-        cand[r["batch_id"]] = cand.get(r["batch_id"], 0) + r["candidates"]
-        proc_ns[r["batch_id"]] = proc_ns.get(r["batch_id"], 0) + r["processing_ns"]
-    return [{**base, "batch_id": b["batch_id"], "epoch": b.get("epoch"),
-             "start_s": (b["start_time"] - launch_ms) / 1000,
-             "end_s": (b["end_time"] - launch_ms) / 1000, "records": b["records"],
-             "items": b.get("items"), "duration_ms": b["duration_ms"],
-             "job_ms": b.get("job_ms"), "write_ms": b.get("write_ms"),
-             "candidates": cand.get(b["batch_id"], 0),
-             "processing_ns": proc_ns.get(b["batch_id"], 0)}
-            for b in dedupe_batches(batches)]
-
-
-REL_KEYS = ("first_batch_s", "throughput_busy", "batch_us_per_candidate", "join_us_per_candidate")
-
-
-def batch_size(row: Mapping[str, Any]) -> int | None:
-    """Records per batch of a run (its batches were full: the backlog outlasted them)."""
-    records, batches = _num(row.get("records")), _num(row.get("batches"))
-    return round(records / batches) if records and batches else None
-
-
-def relative_to_reference(rows: Sequence[dict[str, Any]], reference: int) -> list[dict[str, Any]]:
-    """Each row with ``<key>_rel`` = its value / the same strategy's value at ``reference``
-    subscriptions, from the reference run with the same records per batch when there is one
-    (else the strategy's last ok reference run); ``reference_batch`` says which."""
-    ok = [r for r in rows if r.get("status") == "ok" and int(r["subscriptions"]) == reference]
-    by_size = {(r["strategy"], batch_size(r)): r for r in ok}
-    last = {r["strategy"]: r for r in ok}
-    out = []
-    for r in rows:
-        r = dict(r)
-        base = by_size.get((r["strategy"], batch_size(r))) or last.get(r["strategy"])
-        r["reference_batch"] = batch_size(base) if base else None
-        for k in REL_KEYS:
-            v, b = _num(r.get(k)), _num(base.get(k)) if base else None
-            r[f"{k}_rel"] = round(v / b, 3) if v is not None and b else None
-        out.append(r)
-    return out
-
-
-def _num(v: Any) -> float | None:
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def forced_assignment(partitions: int, workers: int) -> tuple[list[int], list[int]]:
-    """(old, new): the initial assignment and the one with every fourth partition moved to the
-    next worker (Fig. 8's forced move)."""
-    from schemas.assignment import initial_assignment
-    old = list(initial_assignment(partitions, workers))
-    return old, [(w + 1) % workers if p % 4 == 0 else w for p, w in enumerate(old)]
-
-
-# -- CSV -------------------------------------------------------------------------------------
-
-def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Append rows to a CSV (gzip when the name ends in .gz), widening the header when a row
-    brings new columns (the file is rewritten then)."""
-    if not rows:
-        return
-    old = read_rows(path) if path.exists() else []
-    fields: list[str] = []
-    for r in [*old, *rows]:
-        fields.extend(k for k in r if k not in fields)
-    opener = gzip.open if path.suffix == ".gz" else open
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with opener(path, "wt", newline="") as fh:
-        w = csv.DictWriter(fh, fields)
-        w.writeheader()
-        for r in [*old, *rows]:
-            w.writerow(r)
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-# -- running ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ScaleSpec:
@@ -322,76 +80,6 @@ class ScaleSpec:
     run_timeout: float = 900.0
     reference: int = 10_000
     memory_limit_mb: float = 10_240.0    # stop a run whose app tree's RSS exceeds this
-
-
-class UptimeLog(threading.Thread):
-    """``uptime`` every ``every`` seconds into a CSV (time, load averages, the line)."""
-
-    def __init__(self, path: Path, every: float = 10.0):
-        super().__init__(daemon=True, name="bench-scale-uptime")
-        self.path, self.every = path, every
-        self.stopping = threading.Event()
-        self.rows: list[dict[str, Any]] = []
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            line = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-            load = [float(x) for x in re.findall(r"[\d.]+", line.rsplit("average:", 1)[-1])[:3]]
-            row = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   "epoch_s": round(time.time(), 1),
-                   "load1": load[0] if load else None, "load5": load[1] if len(load) > 1 else None,
-                   "load15": load[2] if len(load) > 2 else None, "uptime": line}
-            self.rows.append(row)
-            append_rows(self.path, [row])
-            self.stopping.wait(self.every)
-
-    def mean_load(self, t0: float, t1: float) -> float | None:
-        vals = [r["load1"] for r in self.rows
-                if r["load1"] is not None and t0 <= r["epoch_s"] <= t1]
-        return round(sum(vals) / len(vals), 2) if vals else None
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.join(15)
-
-
-class MemorySampler(threading.Thread):
-    """The app's process tree every ``every`` s; ``over`` is set (with the sample's total)
-    when the tree's summed RSS exceeds ``limit_mb`` (0: no limit)."""
-
-    def __init__(self, root_pid: int, every: float = 1.0, limit_mb: float = 0.0):
-        super().__init__(daemon=True, name="bench-scale-memory")
-        self.root, self.every, self.limit_mb = root_pid, every, limit_mb
-        self.over: float | None = None
-        self.peaks = MemoryPeaks()
-        self.samples: list[dict[str, Any]] = []
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        from bench.live.monitor import process_parents
-        while not self.stopping.is_set():
-            sample = []
-            for pid in calc.descendants(self.root, process_parents()):
-                with contextlib.suppress(OSError):
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                    rss, hwm = memory_kb(Path(f"/proc/{pid}/status").read_text())
-                    sample.append((pid, calc.role(cmd.decode(errors="replace"),
-                                                  "app-driver-python"), rss, hwm))
-            self.peaks.add(sample)
-            sums: dict[str, int] = {}
-            for _, role, rss, _ in sample:
-                sums[role] = sums.get(role, 0) + rss
-            total_mb = sum(sums.values()) / 1024
-            if self.limit_mb and total_mb > self.limit_mb and self.over is None:
-                self.over = total_mb
-            self.samples.append({"time_ms": calc_now_ms(),
-                                 **{f"{r}_rss_mb": round(kb / 1024, 1)
-                                    for r, kb in sorted(sums.items())}})
-            self.stopping.wait(self.every)
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.join(10)
 
 
 def _run_cli(argv: list[str], env: Mapping[str, str], log_path: Path, timeout: float) -> float:
@@ -458,7 +146,7 @@ class Run:
         row["published"] = total
         self.log(f"{self.prefix}: backlog of {total:,} publications written; starting the app "
                  f"(driver memory {self.driver_memory})")
-        launch_ms = calc_now_ms()
+        launch_ms = now_ms()
         row["launch_ms"] = launch_ms
         app = self.procs.start("app", [*GEOPS, *self.app_argv()], self.env, self.dir / "app.log")
         sampler = MemorySampler(app.popen.pid, limit_mb=s.memory_limit_mb)
@@ -523,7 +211,7 @@ class Run:
                     row["failure"] = (f"stopped by the benchmark: the app's processes held "
                                       f"{sampler.over:,.0f} MB, over the limit of "
                                       f"{s.memory_limit_mb:,.0f} MB, "
-                                      f"{(calc_now_ms() - launch_ms) / 1000:.0f} s after the "
+                                      f"{(now_ms() - launch_ms) / 1000:.0f} s after the "
                                       "launch")
                     self.log(f"{self.prefix}: {row['failure']}")
                     return data
@@ -555,7 +243,7 @@ class Run:
                         "moves": [{"partition": p, "from_worker": a, "to_worker": b}
                                   for p, a, b in moves_between(old, new)],
                         "mldc_before": 0.0, "mldc_predicted": 0.0, "metric": "LB",
-                        "reason": "forced by geops bench scale", "time": calc_now_ms(),
+                        "reason": "forced by geops bench scale", "time": now_ms(),
                         "app_id": ""}), key=b"geops")
                     sender.flush()
                     moved_sent = True
@@ -577,10 +265,6 @@ class Run:
     def delete_topics(self) -> None:
         from kafkaio.topics import drop_topics
         drop_topics(self.cfg, timeout=60)
-
-def calc_now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 def run_scale(spec: ScaleSpec, log: Log = print) -> list[dict[str, Any]]:
     """Every run of ``spec`` (sizes ascending, each strategy), rows appended to
@@ -640,7 +324,7 @@ def format_row(r: Mapping[str, Any]) -> str:
                 f"{r.get('driver_memory')}: {r.get('failure')} - {r.get('reason', '')}")
 
     def f(k: str, fmt: str) -> str:
-        v = _num(r.get(k))
+        v = to_float(r.get(k))
         return "-" if v is None else format(v, fmt)
     return (f"{r['strategy']} {int(r['subscriptions']):,}: first batch "
             f"{f('first_batch_s', '.1f')} s "

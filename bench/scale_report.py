@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.scale import _num, batch_size, phases, read_rows, relative_to_reference
+from bench.scale_calc import batch_size, phases, read_rows, relative_to_reference, to_float
 from bench.tables import markdown
 
 COLUMNS = (
@@ -34,7 +34,7 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
         return "-"
     if key == "move_bytes":
         return f"{float(v) / 1e6:.1f}"
-    num = _num(v)
+    num = to_float(v)
     if fmt == "{}" or num is None:
         return str(v)
     return fmt.format(num)
@@ -60,7 +60,7 @@ def plots(rows: list[dict[str, Any]], out: Path) -> None:
 
         def line(ax: Any, k: str, style: str, label: str, rs: list = rs, n: list = n,
                  strategy: str = strategy) -> None:
-            ys = [_num(r.get(k)) or float("nan") for r in rs]
+            ys = [to_float(r.get(k)) or float("nan") for r in rs]
             if any(y == y for y in ys):  # a series with no value (no 10k reference) is left out
                 ax.plot(n, ys, style, label=f"{strategy} {label}")
         line(axes[0], "first_batch_s", "o-", "first batch")
@@ -86,17 +86,17 @@ def plots(rows: list[dict[str, Any]], out: Path) -> None:
     fig.savefig(out / "scale.png", dpi=110)
     plt.close(fig)
 
-    moves = [r for r in ok if _num(r.get("move_ms")) is not None]
+    moves = [r for r in ok if to_float(r.get("move_ms")) is not None]
     if moves:
         fig, ax = plt.subplots(figsize=(6, 4))
         for strategy in sorted({r["strategy"] for r in moves}):
             rs = sorted((r for r in moves if r["strategy"] == strategy),
                         key=lambda r: int(r["subscriptions"]))
-            ax.plot([_num(r["move_bytes"]) / 1e6 for r in rs], [_num(r["move_ms"]) for r in rs],
-                    "o-", label=strategy)
+            ax.plot([to_float(r["move_bytes"]) / 1e6 for r in rs],
+                    [to_float(r["move_ms"]) for r in rs], "o-", label=strategy)
             for r in rs:
                 ax.annotate(f"{int(r['subscriptions']) // 1000}k",
-                            (_num(r["move_bytes"]) / 1e6, _num(r["move_ms"])), fontsize=7)
+                            (to_float(r["move_bytes"]) / 1e6, to_float(r["move_ms"])), fontsize=7)
         ax.set_xlabel("MB moved (a quarter of the partitions)")
         ax.set_ylabel("move duration, ms")
         ax.set_title("redistribution of one move (Fig. 8 to 1M)")
@@ -114,8 +114,8 @@ def with_phases(rows: list[dict[str, Any]], workdir: Path | None) -> list[dict[s
     for r in rows:
         r = dict(r)
         log = workdir / r.get("prefix", "") / "app.log" if workdir and r.get("prefix") else None
-        if _num(r.get("streaming_at_s")) is None and log is not None and log.exists():
-            r.update(phases(log.read_text(errors="replace"), _num(r.get("first_batch_s"))))
+        if to_float(r.get("streaming_at_s")) is None and log is not None and log.exists():
+            r.update(phases(log.read_text(errors="replace"), to_float(r.get("first_batch_s"))))
         out.append(r)
     return out
 

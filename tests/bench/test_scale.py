@@ -1,21 +1,21 @@
-"""The pure parts of `geops bench scale` (bench.scale): log parsing, memory peaks, the per-run
-summary, ratios to the reference, CSV round trip and the report, on hand-made inputs."""
+"""The pure parts of `geops bench scale` (bench.scale_calc, bench.scale_memory): log parsing,
+memory peaks, the per-run summary, ratios to the reference, CSV round trip and the report, on
+hand-made inputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.scale import (
-    MemoryPeaks,
+from bench.scale_calc import (
     append_rows,
     failure_reason,
     forced_assignment,
-    memory_kb,
     parse_app_log,
     read_rows,
     relative_to_reference,
     summarise,
 )
+from bench.scale_memory import MemoryPeaks, memory_kb
 
 LOG = """\
 2026-11-26 08:24:40,100 geops.app INFO 10000 subscriptions (10000 records read by the executors \
@@ -146,7 +146,7 @@ def test_report_of_one_size_without_its_10k_reference(tmp_path):
 
 
 def test_phases_anchored_on_the_first_batch():
-    from bench.scale import phases
+    from bench.scale_calc import phases
     text = LOG + (
         "2026-11-26 08:25:14,763 geops.app INFO streaming from 'x' (checkpoint y)\n"
         "2026-11-26 08:25:20,000 geops.app INFO batch 0 epoch 0: 0 records, 0 items\n"
@@ -161,7 +161,7 @@ def test_phases_anchored_on_the_first_batch():
 
 
 def test_batch_rows():
-    from bench.scale import batch_rows
+    from bench.scale_calc import batch_rows
     rows = batch_rows([_batch(1, 100, 3_000, 500), _batch(0, 0, 2_000, 10)],
                       [{"batch_id": 1, "candidates": 7, "processing_ns": 9}], 1_000,
                       {"strategy": "sPIS"})
