@@ -188,8 +188,8 @@ def _run_paper(args: argparse.Namespace) -> int:
 
 
 def _figures_and_report(out: Path, log) -> None:
-    from bench.paper import figures, paper_report, simulate
+    from bench.paper import figures, paper_report, simulate_sweep
 
-    simulate.run_simulation(out, log=log)
+    simulate_sweep.run_simulation(out, log=log)
     figures.make_all(out, log=log)
     paper_report.write_report(out)

@@ -50,11 +50,11 @@ from bench.paper.simulate import (
     WORKERS,
     CostModel,
     Log,
-    _point_workload,
-    cost_models,
     scenario_trace,
     simulate_mode,
 )
+from bench.paper.simulate_costs import cost_models
+from bench.paper.simulate_sweep import point_workload
 from bench.paper.workloads import WorkloadKey, Workloads
 from config.choices import POLICIES
 from schemas.assignment import owners_of
@@ -111,7 +111,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
         points += [("concentrated", w, h, k, s) for w, h, k, s in concentrated]
     for scenario, workers, hot_workers, hot_parts, skew in points:
         for (repeat, subs, parts), group in sorted(groups.items()):
-            workload = _point_workload(workloads, WorkloadKey(
+            workload = point_workload(workloads, WorkloadKey(
                 repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew,
                 hot_parts), log)
             if workload is None:

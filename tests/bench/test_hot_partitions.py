@@ -84,7 +84,7 @@ def test_the_sweep_writes_one_row_per_policy(tmp_path, monkeypatch) -> None:
             pass
 
     monkeypatch.setattr(hot_partitions, "Workloads", FakeWorkloads)
-    monkeypatch.setattr(hot_partitions, "_point_workload", lambda *a, **k: object())
+    monkeypatch.setattr(hot_partitions, "point_workload", lambda *a, **k: object())
     monkeypatch.setattr(simulate, "make_trace", lambda *a, **k: _trace(10))  # scenario_trace's
     path = hot_partitions.compare_policies(tmp_path, tmp_path, policies=("greedy", "replicate"),
                                            pipelines=("sPS",), skews=(0.7,), moving_skew=None,

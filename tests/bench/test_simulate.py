@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.paper import simulate
+from bench.paper import simulate, simulate_costs, simulate_sweep
 from bench.paper.figures import fig9_simulation
 from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import CostModel, Trace, simulate_mode
@@ -163,21 +163,21 @@ def _physical(out: Path, pipeline: str = "sPIS") -> np.ndarray:
 
 def test_cost_model_from_the_physical_csvs(tmp_path: Path) -> None:
     items = _physical(tmp_path).sum(axis=0)
-    (model,) = simulate.cost_models(tmp_path)
+    (model,) = simulate_costs.cost_models(tmp_path)
     seen = items > 0
     assert model.ns_per_item[seen] == pytest.approx((np.arange(P) + 1.0)[seen] * 1000)
     assert model.build_ns[seen] == pytest.approx((np.arange(P) + 1.0)[seen] * 100)
     assert model.overhead_ms == {"STAL": 50.0, "STRL": 80.0}
     assert (model.move_ms, model.batch_records, model.partitions) == (30.0, BATCH, P)
-    assert simulate.check_partitions(model, Workloads()) == 0.0
+    assert simulate_costs.check_partitions(model, Workloads()) == 0.0
     wrong = replace(model, physical_items=model.physical_items + (np.arange(P) == 3) * 10)
-    assert simulate.check_partitions(wrong, Workloads()) > 0
+    assert simulate_costs.check_partitions(wrong, Workloads()) > 0
 
 
 def test_the_whole_sweep_from_the_physical_csvs(tmp_path: Path) -> None:
     items = _physical(tmp_path)
     notes: list[str] = []
-    path = simulate.run_simulation(tmp_path, workers=4, hot_workers=1, skews=(0.3, 0.5),
+    path = simulate_sweep.run_simulation(tmp_path, workers=4, hot_workers=1, skews=(0.3, 0.5),
                                    publications=2000, min_duration_s=2.0, period_s=0.5,
                                    log=notes.append)
     rows = read_rows(path)
@@ -205,7 +205,7 @@ def test_the_whole_sweep_from_the_physical_csvs(tmp_path: Path) -> None:
 
 def test_no_cost_run_means_no_simulation(tmp_path: Path) -> None:
     notes: list[str] = []
-    assert simulate.run_simulation(tmp_path, log=notes.append) is None
+    assert simulate_sweep.run_simulation(tmp_path, log=notes.append) is None
     assert "skipped" in notes[0]
 
 
@@ -213,5 +213,5 @@ def test_a_cost_run_without_batches_is_skipped(tmp_path: Path) -> None:
     _physical(tmp_path)
     (tmp_path / "batches.csv").unlink()
     notes: list[str] = []
-    assert simulate.cost_models(tmp_path, log=notes.append) == []
+    assert simulate_costs.cost_models(tmp_path, log=notes.append) == []
     assert "no batches" in notes[0]
