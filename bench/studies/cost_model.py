@@ -1,0 +1,385 @@
+"""Per-batch cost model of the app: for each stage of a micro-batch, a fixed cost per batch and
+a cost per record, fitted by least squares (ms = fixed + per_record × records) over batches of
+many sizes, from one ``geops bench live`` run with Spark's event log on.
+
+Three sources, joined by batch id:
+
+- Spark's event log (``spark.eventLog.enabled``, uncompressed): the streaming query's
+  ``QueryProgressEvent`` (``durationMs``: latestOffset, queryPlanning, getBatch, walCommit,
+  addBatch, commitOffsets, triggerExecution) and the batch's Spark job (the job property
+  ``streaming.sql.batchId``) with its read and join stages and their tasks, parsed by
+  ``bench.studies.eventlog``;
+- the app's ``BatchSummary`` records on the metrics topic (start_time, job_ms, write_ms,
+  duration_ms, records), read back after the run from the run's broker, started again;
+- the app's log line per batch (``batch N epoch E: ... X ms``), written after
+  ``output.finish``: the time from the start of the batch function to the end of its commit.
+
+``STAGES`` are the wall-time stages of one batch, in order; they add up to Spark's
+``triggerExecution``. ``TASK_PARTS`` split the read and join stages by task metrics (summed
+over the stage's tasks, so core-ms, not wall time). Kafka fetch, decode and route run in one
+Python function inside one task: no source times them apart.
+
+Usage::
+
+    python -m bench.studies.cost_model run --workdir DIR --out DIR [--tree DIR] [--max-rate R ...]
+    python -m bench.studies.cost_model analyse WORKDIR --out DIR
+    python -m bench.studies.cost_model fit RUNS.csv.gz
+
+``run`` drives ``geops bench live`` (fixed rates, no search) with the event log on and keeps its
+work dir, then analyses it; ``analyse`` writes ``runs.csv.gz`` (one row per batch) to ``--out``
+and prints the fitted table; ``fit`` prints it again from ``runs.csv.gz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.studies import eventlog
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+BATCH_KEY = "streaming.sql.batchId"
+# "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, 5607 ms"
+BATCH_LINE = re.compile(r"batch (\d+) epoch \d+: (\d+) records, .* (\d+) ms$")
+
+# (column, stage, what it covers): the wall time of one batch, in order; sums to ``trigger``.
+STAGES: tuple[tuple[str, str, str], ...] = (
+    ("offsets", "latest offsets", "Spark asks Kafka for the end offsets (latestOffset)"),
+    ("planning", "planning", "query planning and getBatch of the Kafka source"),
+    ("wal", "offset log", "Spark writes the batch's offsets to the checkpoint (walCommit)"),
+    ("call", "foreachBatch call", "Spark to the Python batch function and back (addBatch "
+     "minus the function's own time)"),
+    ("prepare", "driver: prepare", "control, subscriptions, fold, task contexts, the RDD of "
+     "the Kafka scan, job submission"),
+    ("read", "read stage", "tasks: Kafka fetch, decode, route, shuffle write"),
+    ("between", "stage gap", "read stage done to join stage submitted"),
+    ("join", "join stage", "tasks: shuffle read, join, result serialization"),
+    ("collect", "collect", "join stage done to the results in the Python driver"),
+    ("gather", "driver: gather", "going over the results: loads, read stats"),
+    ("write", "write", "merge partial matches, encode and produce matches and metrics, flush"),
+    ("output", "output commit", "BatchSummary, layout, output.finish"),
+    ("commit", "commit log", "Spark writes the batch's commit to the checkpoint "
+     "(commitOffsets)"),
+    ("other", "other", "triggerExecution minus its parts above"),
+)
+# (column, part): the read and join stages by task metrics, summed over the stage's tasks.
+TASK_PARTS: tuple[tuple[str, str], ...] = (
+    ("read_launch", "read: task launch delay (wall, latest task)"),
+    ("read_deser", "read: task deserialization"),
+    ("read_work", "read: Kafka fetch + decode + route"),
+    ("read_shuffle_write", "read: shuffle write"),
+    ("read_gc", "read: JVM GC (within the above)"),
+    ("join_deser", "join: task deserialization"),
+    ("join_fetch", "join: shuffle fetch wait"),
+    ("join_work", "join: task run minus fetch wait"),
+    ("join_busy", "join: Python join time (busiest task)"),
+    ("join_result_ser", "join: result serialization"),
+    ("join_gc", "join: JVM GC (within the above)"),
+)
+
+
+# -- sources ------------------------------------------------------------------------------------
+
+def event_files(workdir: Path) -> list[Path]:
+    """The event log files under ``workdir`` (rolling ``events_<n>_*`` in index order, or
+    single files)."""
+    files = sorted(workdir.rglob("events_*_*"),
+                   key=lambda p: (str(p.parent), int(p.name.split("_")[1])))
+    if not files:
+        files = sorted(p for p in workdir.rglob("local-*") if p.is_file())
+    return files
+
+
+def read_lines(path: Path) -> list[str]:
+    if path.suffix in (".zst", ".zstd"):
+        out = subprocess.run(["zstd", "-dc", str(path)], check=True, capture_output=True)
+        return out.stdout.decode().splitlines()
+    return path.read_text().splitlines()
+
+
+def progress_and_batch_jobs(lines: Iterable[str]) -> tuple[dict[int, dict], dict[int, list[int]]]:
+    """The query's progress by batch id, and the Spark jobs of each batch id (in job order)."""
+    progress: dict[int, dict] = {}
+    jobs: dict[int, list[int]] = {}
+    for line in lines:
+        e = json.loads(line)
+        if e["Event"] == PROGRESS:
+            p = e["progress"]
+            progress[int(p["batchId"])] = p
+        elif e["Event"] == "SparkListenerJobStart":
+            batch = (e.get("Properties") or {}).get(BATCH_KEY)
+            if batch is not None:
+                jobs.setdefault(int(batch), []).append(e["Job ID"])
+    return progress, jobs
+
+
+def app_totals(lines: Iterable[str]) -> dict[int, float]:
+    """Batch id -> ms from the start of the batch function to after its output commit."""
+    out = {}
+    for line in lines:
+        m = BATCH_LINE.search(line.rstrip())
+        if m:
+            out[int(m.group(1))] = float(m.group(3))
+    return out
+
+
+# -- one row per batch --------------------------------------------------------------------------
+
+def _task_sums(tasks: Sequence[dict], stage: dict) -> dict[str, float]:
+    m = [t["Task Metrics"] for t in tasks]
+    return {
+        "tasks": len(tasks),
+        "launch": max(t["Task Info"]["Launch Time"] - stage["Submission Time"] for t in tasks),
+        "deser": sum(x["Executor Deserialize Time"] for x in m),
+        "run": sum(x["Executor Run Time"] for x in m),
+        "gc": sum(x["JVM GC Time"] for x in m),
+        "result_ser": sum(x["Result Serialization Time"] for x in m),
+        "shuffle_write": sum(x["Shuffle Write Metrics"]["Shuffle Write Time"] for x in m) / 1e6,
+        "shuffle_bytes": sum(x["Shuffle Write Metrics"]["Shuffle Bytes Written"] for x in m),
+        "fetch": sum(x["Shuffle Read Metrics"]["Fetch Wait Time"] for x in m),
+        "result_bytes": sum(x["Result Size"] for x in m),
+    }
+
+
+def batch_rows(event_lines: Sequence[str], summaries: Iterable[Mapping[str, Any]],
+               totals: Mapping[int, float]) -> list[dict[str, Any]]:
+    """One row per batch found in all three sources with a two-stage job: records, every
+    ``STAGES`` and ``TASK_PARTS`` column in ms, and ``trigger`` (Spark's triggerExecution)."""
+    jobs, stages, tasks = eventlog.parse(event_lines)
+    progress, batch_jobs = progress_and_batch_jobs(event_lines)
+    rows = []
+    for s in sorted(summaries, key=lambda s: s["batch_id"]):
+        b = s["batch_id"]
+        p = progress.get(b)
+        pairs = [(j, pair) for j in batch_jobs.get(b, [])
+                 if j in jobs and "end" in jobs[j]
+                 and (pair := eventlog.stage_pair(jobs[j], stages)) is not None]
+        if p is None or b not in totals or not pairs:
+            continue
+        job_id, (read, join) = pairs[-1]   # the batch's collect (the last two-stage job)
+        if not tasks[read["Stage ID"]] or not tasks[join["Stage ID"]]:
+            continue
+        d = p["durationMs"]
+        r, j = _task_sums(tasks[read["Stage ID"]], read), _task_sums(tasks[join["Stage ID"]], join)
+        start, total = s["start_time"], totals[b]
+        parts = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
+                 "commitOffsets")
+        rows.append({
+            "batch_id": b, "records": s["records"], "items": s["items"],
+            "input_rows": sum(src.get("numInputRows", 0) for src in p.get("sources", [])),
+            "jobs": len(batch_jobs[b]), "trigger_start": p["timestamp"],
+            "trigger": d["triggerExecution"],
+            "offsets": d.get("latestOffset", 0),
+            "planning": d.get("queryPlanning", 0) + d.get("getBatch", 0),
+            "wal": d.get("walCommit", 0),
+            "call": d.get("addBatch", 0) - total,
+            "prepare": jobs[job_id]["start"] - start,
+            "read": read["Completion Time"] - jobs[job_id]["start"],
+            "between": join["Submission Time"] - read["Completion Time"],
+            "join": join["Completion Time"] - join["Submission Time"],
+            "collect": start + s["job_ms"] - join["Completion Time"],
+            "gather": s["duration_ms"] - s["job_ms"] - s["write_ms"],
+            "write": s["write_ms"],
+            "output": total - s["duration_ms"],
+            "commit": d.get("commitOffsets", 0),
+            "other": d["triggerExecution"] - sum(d.get(k, 0) for k in parts),
+            "read_tasks": r["tasks"], "read_launch": r["launch"], "read_deser": r["deser"],
+            "read_work": r["run"] - r["shuffle_write"], "read_shuffle_write": r["shuffle_write"],
+            "read_gc": r["gc"], "shuffle_bytes": r["shuffle_bytes"],
+            "join_tasks": j["tasks"], "join_deser": j["deser"], "join_fetch": j["fetch"],
+            "join_work": j["run"] - j["fetch"], "join_busy": s.get("join_stage_ms", 0.0),
+            "join_result_ser": j["result_ser"], "join_gc": j["gc"],
+            "result_bytes": j["result_bytes"],
+        })
+    return rows
+
+
+# -- the fit ------------------------------------------------------------------------------------
+
+def fit(records: Sequence[float], ms: Sequence[float]) -> tuple[float, float, float]:
+    """Least squares ms = fixed + per_record × records: (fixed ms, per-record ms, R²)."""
+    x, y = np.asarray(records, float), np.asarray(ms, float)
+    a = np.column_stack([np.ones_like(x), x])
+    (fixed, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
+    ss = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - float(((y - a @ (fixed, slope)) ** 2).sum()) / ss if ss > 0 else float("nan")
+    return float(fixed), float(slope), r2
+
+
+def cost_table(rows: Sequence[Mapping[str, Any]], skip: int = 3
+               ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+    """The fit of every stage, task part and the total over ``rows`` but the first ``skip``
+    (the query's warm-up); and the rows used."""
+    used = list(rows)[skip:]
+    x = [float(r["records"]) for r in used]
+    out = []
+    for col, name, what in (*STAGES, ("trigger", "total", "triggerExecution"),
+                            *((c, n, "") for c, n in TASK_PARTS)):
+        fixed, slope, r2 = fit(x, [float(r[col]) for r in used])
+        out.append({"column": col, "stage": name, "what": what, "fixed_ms": fixed,
+                    "us_per_record": slope * 1000, "r2": r2, "mean_ms": float(
+                        np.mean([float(r[col]) for r in used]))})
+    return out, used
+
+
+def _num(v: float, digits: int = 1) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]],
+             at: Sequence[int] = (200, 5000), load: float = 0.7) -> list[str]:
+    """The two tables (wall-time stages with the total; task parts) and what the fixed cost
+    means for latency at ``load``."""
+    sizes = [int(r["records"]) for r in used]
+    head = ("| stage | covers | fixed ms | µs / record | R² | "
+            + " | ".join(f"ms at {n:,}" for n in at) + " |")
+    rule = "|---|---|---:|---:|---:|" + "---:|" * len(at)
+    lines = [f"{len(used)} batches, {min(sizes):,} to {max(sizes):,} records "
+             f"(median {int(np.median(sizes)):,}).", "", head, rule]
+    tasks = {c for c, _ in TASK_PARTS}
+    for t in table:
+        if t["column"] in tasks:
+            continue
+        bold = "**" if t["column"] == "trigger" else ""
+        cells = [bold + t["stage"] + bold, t["what"], _num(t["fixed_ms"]),
+                 _num(t["us_per_record"], 2), _num(t["r2"], 2),
+                 *(_num(t["fixed_ms"] + t["us_per_record"] * n / 1000, 0) for n in at)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| task part (core-ms, summed over the stage's tasks) | fixed ms | µs / record "
+              "| R² |", "|---|---:|---:|---:|"]
+    for t in table:
+        if t["column"] in tasks:
+            lines.append(f"| {t['stage']} | {_num(t['fixed_ms'])} | "
+                         f"{_num(t['us_per_record'], 2)} | {_num(t['r2'], 2)} |")
+    total = next(t for t in table if t["column"] == "trigger")
+    f_ms, b_us = total["fixed_ms"], total["us_per_record"]
+    capacity = 1e6 / b_us if b_us > 0 else float("inf")
+    d = f_ms / (1 - load)
+    lines += ["", f"Total: fixed {f_ms:,.0f} ms per batch + {b_us:,.1f} µs per record: capacity "
+              f"{capacity:,.0f} records/s; at {load:.0%} load ({load * capacity:,.0f} records/s) "
+              f"back-to-back batches last d = F / (1 − ρ) = {d:,.0f} ms, latency ≈ 1.5 d = "
+              f"{1.5 * d:,.0f} ms."]
+    return lines
+
+
+# -- files --------------------------------------------------------------------------------------
+
+def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
+    with gzip.GzipFile(path, "wb", mtime=0) as fh:   # the same rows give the same bytes
+        fh.write(buf.getvalue().encode())
+
+
+def read_runs(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: (v if k == "trigger_start" else float(v)) for k, v in r.items()} for r in rows]
+
+
+def session_dir(workdir: Path) -> Path:
+    """The run's one session directory (``bench-live-*``, holding app.log)."""
+    found = sorted(p.parent for p in workdir.glob("bench-live-*/app.log"))
+    if len(found) != 1:
+        raise SystemExit(f"{workdir}: expected one bench-live-*/app.log, found {len(found)}")
+    return found[0]
+
+
+def summaries_of(workdir: Path) -> list[dict[str, Any]]:
+    """The run's BatchSummary records: its broker is started again on its state, read, stopped."""
+    import config
+    from kafkaio import broker
+    from kafkaio.dump import by_schema
+
+    prefix = session_dir(workdir).name
+    state = workdir / "broker-state"
+    info, _ = broker.start(state, port=0)
+    try:
+        topic = f"{prefix}.{config.defaults().topic('metrics')}"
+        got = by_schema({"bootstrap.servers": info.address}, topic).get("BatchSummary", [])
+    finally:
+        broker.stop(state)
+    return [s for s in got if s["app_id"] == prefix]
+
+
+def analyse(workdir: Path, out: Path) -> list[dict[str, Any]]:
+    lines = [line for f in event_files(workdir / "eventlog") for line in read_lines(f)]
+    totals = app_totals((session_dir(workdir) / "app.log").read_text().splitlines())
+    rows = batch_rows(lines, summaries_of(workdir), totals)
+    out.mkdir(parents=True, exist_ok=True)
+    write_runs(out / "runs.csv.gz", rows)
+    print(f"{len(rows)} batches -> {out / 'runs.csv.gz'}")
+    return rows
+
+
+EVENTLOG_TOML = """# Spark's event log, uncompressed, for bench.studies.cost_model
+[spark.conf]
+"spark.eventLog.enabled" = "true"
+"spark.eventLog.dir" = "file://{dir}"
+"spark.eventLog.compress" = "false"
+"""
+
+
+def run_bench(workdir: Path, bench_args: Sequence[str], tree: Path = REPO) -> None:
+    """``geops bench live`` of the checkout ``tree`` (e.g. ``git archive`` of a commit, run
+    with this interpreter and ``PYTHONPATH`` at the tree) with the event log on, keeping its
+    work dir (``workdir``)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "eventlog").mkdir(exist_ok=True)
+    toml = workdir / "eventlog.toml"
+    toml.write_text(EVENTLOG_TOML.format(dir=(workdir / "eventlog").resolve()))
+    argv = [sys.executable, "-m", "cli.main", "bench", "live", "--config", str(toml),
+            "--workdir", str(workdir), "--out", str(workdir / "bench-out"), *bench_args]
+    print("$", " ".join(argv), flush=True)
+    subprocess.run(argv, check=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.cost_model",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="geops bench live with the event log on, then analyse")
+    r.add_argument("--workdir", type=Path, required=True)
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--max-rate", default="7000")
+    r.add_argument("--levels", default="3,10,30,60,90,130")
+    r.add_argument("--duration", default="20s")
+    r.add_argument("--backlog", default="100000")
+    r.add_argument("--tree", type=Path, default=REPO, help="the checkout to run (this one)")
+    a = sub.add_parser("analyse", help="runs.csv.gz and the table from a kept work dir")
+    a.add_argument("workdir", type=Path)
+    a.add_argument("--out", type=Path, required=True)
+    f = sub.add_parser("fit", help="the table from runs.csv.gz")
+    f.add_argument("runs", type=Path)
+    for p in (r, a, f):
+        p.add_argument("--skip", type=int, default=3, help="warm-up batches left out (3)")
+    args = parser.parse_args(argv)
+    if args.cmd == "run":
+        run_bench(args.workdir, ["--max-rate", args.max_rate, "--levels", args.levels,
+                                 "--duration", args.duration, "--backlog", args.backlog],
+                  args.tree.resolve())
+    if args.cmd in ("run", "analyse"):
+        rows = analyse(args.workdir, args.out)
+    else:
+        rows = read_runs(args.runs)
+    print("\n".join(markdown(*cost_table(rows, args.skip))))
+
+
+if __name__ == "__main__":
+    main()
