@@ -11,7 +11,9 @@ its output: at-least-once (a replayed batch writes the same records again), or e
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -31,12 +33,13 @@ from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadSt
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
 from app.tasks import JoinContext, RouteContext, decode_route_rows, join
+from app.workers import WorkerCount
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, KafkaOutage
 from kafkaio.transactions import Aborted
 from schemas import codec
-from schemas.assignment import Owners, command_fields
+from schemas.assignment import Owners, command_fields, moves_between, owners_for_workers
 from schemas.match_encoder import encode_matches
 
 log = logging.getLogger("geops.app")
@@ -101,12 +104,14 @@ class BatchRunner:
                  kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
                  outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
-                 fold_bytes: int, delivery: str = "at-least-once"):
+                 fold_bytes: int, delivery: str = "at-least-once",
+                 follow: WorkerCount | None = None):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
         self.join_mode = join_mode
         self.workers = workers
+        self.follow = follow  # the executors the workers follow (None: W stays as it is)
         self.static = static
         self.control = control
         self.topics = topics
@@ -130,6 +135,8 @@ class BatchRunner:
         self.codec = codec()
         self._kill = KillPoint.from_env()
         self._layout_sent: float | None = None  # time.monotonic() of the last PartitionLayout
+        # the assignment the app chose itself (``_follow_workers``), until a batch wrote it
+        self._announce: dict[str, Any] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process batch ``batch_id``, the Kafka records ``df`` of Spark's connector."""
@@ -144,15 +151,51 @@ class BatchRunner:
         cmd = self.control.poll(self.state.epoch)
         if cmd is None:
             return None
-        move = self.static.apply(cmd.owners, cmd.epoch)
-        self.state.epoch = cmd.epoch
-        self.state.owners = list(cmd.owners)
+        return self._adopt(batch_id, cmd.owners, cmd.epoch)
+
+    def _follow_workers(self, batch_id: int) -> dict[str, Any] | None:
+        """When executors were lost or came back, run as many workers as they carry
+        (``app.workers``): the partitions of dropped workers go to those left, or some move
+        to workers added, under a new epoch. The new assignment goes to the control topic with
+        the output of the next batch written (so a restarted app or distributor resumes it),
+        its MoveReport with this batch's metrics."""
+        if self.follow is None:
+            return None
+        workers = self.follow.now(self.workers)
+        if workers == self.workers:
+            return None
+        state = self.state
+        old = list(state.owners)
+        owners = owners_for_workers(old, workers, self.static.sizes + 1)
+        epoch = state.epoch + 1
+        log.warning("batch %d: the executors now carry %d join worker(s), not %d; epoch %d "
+                    "moves the partitions of the workers dropped or to those added",
+                    batch_id, workers, self.workers, epoch)
+        self.workers = workers
+        self.control.workers = workers
+        moved = self._adopt(batch_id, owners, epoch, workers)
+        assignment, replicas = command_fields(owners)
+        command = {"epoch": epoch, "assignment": assignment,
+                   "moves": [{"partition": p, "from_worker": a, "to_worker": b}
+                             for p, a, b in moves_between([o[0] for o in old], assignment)],
+                   "mldc_before": math.nan, "mldc_predicted": math.nan, "metric": "",
+                   "reason": f"the app's executors now carry {workers} join worker(s)",
+                   "time": _now_ms(), "app_id": self.app_id, "replicas": replicas}
+        self._announce = command
+        return moved
+
+    def _adopt(self, batch_id: int, owners: Sequence[Owners], epoch: int,
+               workers: int | None = None) -> dict[str, Any]:
+        """Put ``owners`` in force from this batch; the MoveReport of the change."""
+        move = self.static.apply(owners, epoch, workers)
+        self.state.epoch = epoch
+        self.state.owners = list(owners)
         replicated = self.state.replicas()
         log.info("epoch %d in force from batch %d: %d partitions moved or replicated (%d "
-                 "bytes, %.0f ms), %d copies dropped; %s", cmd.epoch, batch_id,
+                 "bytes, %.0f ms), %d copies dropped; %s", epoch, batch_id,
                  len(move.partitions), move.bytes, move.duration_ms, len(move.dropped),
                  f"replicated {_owners_text(replicated)}" if replicated else "no replicas")
-        return {"app_id": self.app_id, "batch_id": batch_id, "epoch": cmd.epoch,
+        return {"app_id": self.app_id, "batch_id": batch_id, "epoch": epoch,
                 "partitions_moved": move.partitions, "bytes": move.bytes,
                 "duration_ms": move.duration_ms, "time": _now_ms()}
 
@@ -211,7 +254,9 @@ class BatchRunner:
         started = _now_ms()
         t0 = time.perf_counter()
         written = self.output.written(batch_id)
-        moved = self._apply_control(batch_id)
+        # a batch whose output a restart finds committed is not written again: no new epoch
+        follow = None if written else self._follow_workers(batch_id)
+        moved = [m for m in (follow, self._apply_control(batch_id)) if m is not None]
         self._apply_subscriptions(batch_id)
         self._fold(batch_id)
         state = self.state
@@ -274,7 +319,7 @@ class BatchRunner:
                                             self.codec.encode("DeadLetter", record))
 
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
-               out: list[tuple], moved: dict[str, Any] | None = None) -> None:
+               out: list[tuple], moved: Sequence[dict[str, Any]] = ()) -> None:
         self._kill("before-write", batch_id)
         state = self.state
         partials: list[PartialMatches] = []
@@ -285,8 +330,12 @@ class BatchRunner:
         records = dead = 0
         busiest_ns = 0
         sizes: dict[int, int] = {}
-        if moved is not None:
-            self._send_metric(batch_id, "MoveReport", moved)
+        if self._announce is not None:
+            self.output.open(batch_id).send(
+                self.topics.control, self.codec.encode("RebalanceCommand", self._announce),
+                key=self.app_id.encode())
+        for report in moved:
+            self._send_metric(batch_id, "MoveReport", report)
         for rec in out:
             if isinstance(rec, Matched):
                 partials.append(rec.partial)
@@ -342,6 +391,7 @@ class BatchRunner:
         if self._layout_sent is None or time.monotonic() - self._layout_sent >= LAYOUT_EVERY_S:
             self.send_layout(batch_id)
         self.output.finish(batch_id)
+        self._announce = None
         self._kill("after-commit", batch_id)
         state.batches += 1
         state.records += records

@@ -167,6 +167,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.static_build import BuildSpec
     from app.subscription_scan import Scan, TopicRange
     from app.subscriptions import SubscriptionFeed
+    from app.workers import WorkerCount
     from geops.strategies.churn import LiveSubscriptions
     from geops.strategies.strategy import Layout
     from kafkaio.clients import KafkaUnavailable, check_reachable
@@ -269,7 +270,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          outage_limit=cfg["kafka.outage_limit"],
                          on_data_loss=cfg["app.on_data_loss"], feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
-                         fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"])
+                         fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
+                         follow=WorkerCount(sc, workers))
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     def start_query() -> Any:

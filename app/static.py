@@ -90,10 +90,7 @@ class StaticSide:
         self.join = join
         self.resident = JOIN_MODES[join].resident
         self.workers = workers
-        # how the cached records are partitioned: by owner (STAL), by partition id (STRL home)
-        n = workers
-        self._keyed_by: Callable[[int], int] = (by_worker if self.resident
-                                                else (lambda pid: pid % n))
+        self._keyed_by = self._key_function(workers)
         self.version = version
         self.partitions = spec.num_partitions
         self.owners: list[Owners] = [tuple(o) for o in owners]
@@ -105,6 +102,10 @@ class StaticSide:
         self.rdd: RDD = self._cache(self._build())
         self.sizes = sizes_of(self.rdd, self.partitions)  # payload bytes per partition
         self.build_s = time.perf_counter() - t0
+
+    def _key_function(self, workers: int) -> Callable[[int], int]:
+        """How the cached records are partitioned: by owner (STAL), by partition id (STRL)."""
+        return by_worker if self.resident else (lambda pid: pid % workers)
 
     @property
     def assignment(self) -> list[int]:
@@ -167,14 +168,24 @@ class StaticSide:
         rdd.count()  # materialise now, so moving is timed here and not in the next batch
         return rdd
 
-    def apply(self, owners: Sequence[Owners], epoch: int) -> Move:
+    def apply(self, owners: Sequence[Owners], epoch: int, workers: int | None = None) -> Move:
         """Adopt new owners; in STAL ship each partition to the owners that do not hold it
-        yet (a move, or a new replica) and drop it where it has no owner any more."""
+        yet (a move, or a new replica) and drop it where it has no owner any more.
+
+        ``workers``: a new number of workers (executors lost or back); the owners fit it."""
         new = [tuple(o) for o in owners]
         gained = [(p, w) for p, o in enumerate(new) for w in o if w not in self.owners[p]]
         dropped = [(p, w) for p, o in enumerate(self.owners) for w in o if w not in new[p]]
         t0 = time.perf_counter()
-        if self.resident and (gained or dropped):
+        reshaped = workers is not None and workers != self.workers
+        if reshaped:
+            self.workers = workers
+            self._keyed_by = self._key_function(workers)
+        if reshaped and not self.resident:
+            old = self.rdd
+            self.rdd = self._cache(old.partitionBy(self.workers, self._keyed_by))
+            old.unpersist()
+        if self.resident and (gained or dropped or reshaped):
             plan = shipping_plan(self.owners, new)
             keep = [frozenset(o) for o in new]
 

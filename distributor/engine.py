@@ -103,6 +103,7 @@ class Engine:
         self.counters: dict[str, int] = {}
         self._epoch = 0
         self._highest = 0             # the highest epoch restored, adopted or commanded
+        self._adopted: int | None = None  # the last epoch adopted from the app's records
         self._owners: list[Owners] | None = None   # per partition, primary first
         self._learnt = False          # owners learnt from the loads (not commanded/restored)
         # While awaiting: the newest older epoch the app still reports, and where its loads put
@@ -240,8 +241,11 @@ class Engine:
                                 f"{self._last_epoch(summary['epoch'])}")
         shape = (summary["partitions"], summary["workers"])
         if self.workers is not None and shape != (self.partitions, self.workers):
-            return self._reject(REJECT_SHAPE_MISMATCH, f"app reports P={shape[0]}, W={shape[1]};"
-                                f" balancing P={self.partitions}, W={self.workers}")
+            if not self._reshaped(summary):
+                return self._reject(REJECT_SHAPE_MISMATCH, f"app reports P={shape[0]}, "
+                                    f"W={shape[1]}; balancing P={self.partitions}, "
+                                    f"W={self.workers}")
+            return None  # its loads were of the old shape; the next batch is the first
         learnt = self.workers is None
         if learnt:
             self._set_shape(*shape)   # drops a restored assignment that does not fit
@@ -261,6 +265,24 @@ class Engine:
         if self._model is not None:
             self._finish_batch(summary)
         return None
+
+    def _reshaped(self, summary: Any) -> bool:
+        """Adopt the app's new number of workers (its executors were lost or came back) when
+        it comes with a newer epoch (the app takes the next one; or the one we commanded and
+        await, when both chose it at once; or the one just adopted from its loads): the app
+        chose the owners, so they are learnt from its loads. Another P, or no newer epoch, is
+        a different or late app."""
+        epoch = summary["epoch"]
+        # the batch's loads come first, so its epoch may be adopted from them already
+        chosen = epoch == self._epoch and (self._awaiting or epoch == self._adopted)
+        if summary["partitions"] != self.partitions or not (epoch > self._epoch or chosen):
+            return False
+        self._count("reshaped")
+        self._owners = None
+        self._set_shape(self.partitions, summary["workers"])
+        self._change_epoch(summary["epoch"], None)
+        self._awaiting = False
+        return True
 
     def observe_move(self, report: Any) -> str | None:
         """Learn what moving static data costs from a MoveReport record (mode adaptive; the
@@ -550,6 +572,7 @@ class Engine:
         if epoch > self._epoch:
             self._count("adopted epochs")
             self._change_epoch(epoch, None)
+            self._adopted = epoch
         elif epoch == self._epoch:
             self._awaiting = False
         return epoch < self._epoch

@@ -373,7 +373,8 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
                 # the heap is fixed and touched at start, so the broker's memory is flat from
                 # its first minute rather than growing as G1 first uses each region
                 [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+AlwaysPreTouch", "-XX:+UseG1GC",
-                 "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+                 "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+                 "-Djava.awt.headless=true",
                  f"-Dlog4j2.configurationFile={log4j}",
                  f"-Dgeops.log.file={log_file(state_dir, n.node_id)}",
                  "-cp", cp, "kafka.Kafka", str(home / "server.properties")],

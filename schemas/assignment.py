@@ -86,6 +86,41 @@ def command_fields(owners: Sequence[Sequence[int]]) -> tuple[list[int], list[dic
     return assignment, replicas
 
 
+def owners_for_workers(owners: Sequence[Owners], workers: int,
+                       weights: Sequence[float]) -> list[Owners]:
+    """Owners that fit ``workers`` workers, moving as little ``weight`` as it takes.
+
+    For a change of the number of workers while the app runs (executors lost or back). Owners
+    outside 0..workers-1 are dropped; a partition left without one goes, heaviest first, to
+    the least loaded worker. Then, while a worker is more than a partition's weight lighter
+    than the heaviest (a worker just added holds nothing), the heaviest worker gives its
+    lightest single-owner partition that narrows the gap to the lightest worker.
+    """
+    if workers < 1:
+        raise ValueError(f"need at least one worker, got W={workers}")
+    kept: list[Owners] = [tuple(w for w in o if w < workers) for o in owners]
+    load = [0.0] * workers
+    for p, o in enumerate(kept):
+        for w in o:
+            load[w] += weights[p] / len(o)
+    for p in sorted((p for p, o in enumerate(kept) if not o), key=lambda p: -weights[p]):
+        w = min(range(workers), key=lambda w: (load[w], w))
+        kept[p] = (w,)
+        load[w] += weights[p]
+    while True:
+        hi = max(range(workers), key=lambda w: (load[w], -w))
+        lo = min(range(workers), key=lambda w: (load[w], w))
+        gap = load[hi] - load[lo]
+        movable = [p for p, o in enumerate(kept)
+                   if o == (hi,) and 0 < weights[p] < gap]
+        if not movable:
+            return kept
+        p = max(movable, key=lambda p: (min(weights[p], gap - weights[p]), -p))
+        kept[p] = (lo,)
+        load[hi] -= weights[p]
+        load[lo] += weights[p]
+
+
 def owner_index(keys: np.ndarray, replicas: int) -> np.ndarray:
     """Which of a partition's ``replicas`` owners takes each stream item, by its int64 key.
 

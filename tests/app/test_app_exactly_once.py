@@ -17,6 +17,8 @@ import time
 import pytest
 
 from app.faults import FAIL_TASK_VAR, KILL_VAR
+from distributor.service import Service
+from kafkaio.dump import by_schema
 from tests.app.conftest import metrics
 from tests.app.delivery import (
     assert_exactly_once,
@@ -88,10 +90,12 @@ def test_task_failure_is_retried_without_a_second_copy(workload, kafka_cfg, geop
 
 def test_worker_killed_mid_stream(workload, kafka_cfg, geops_env, standalone_cluster,
                                   tmp_path):
-    """One worker of a two-worker standalone cluster is killed (with its executor) mid-stream.
-    Spark runs both join workers' tasks on the other executor; the static partitions cached on
-    the lost one are rebuilt there from their lineage (the subscriptions topic, read again at
-    the offsets the app started from), and the resident indexes are built again.
+    """One worker of a two-worker standalone cluster is killed (with its executor) mid-stream,
+    with a producer writing and the distributor running. The static partitions cached on the
+    lost executor are rebuilt on the other from their lineage (the subscriptions topic, read
+    again at the offsets the app started from), and the assignment follows: the app runs one
+    join worker under a new epoch, puts that assignment on the control topic, and the
+    distributor balances the one worker it now has.
 
     The executors run a Python that cannot import the project, so the app's code reaches them
     only in the zip `geops app` passes as --py-files."""
@@ -101,6 +105,11 @@ def test_worker_killed_mid_stream(workload, kafka_cfg, geops_env, standalone_clu
     hidden = subprocess.run([executors, "-c", "import geops"], cwd=tmp_path, env=env,
                             capture_output=True)
     assert hidden.returncode != 0, "the executors' Python must not see the project"
+    distributor = Service(kafka_cfg.with_overrides({"distributor.period": "0.5s"}))
+    stop = threading.Event()
+    balancing = threading.Thread(target=distributor.run, args=(stop,), daemon=True)
+    balancing.start()
+    assert distributor.ready.wait(60), "the distributor did not start"
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     codes: list[int] = []
     log = tmp_path / "app.log"
@@ -113,13 +122,26 @@ def test_worker_killed_mid_stream(workload, kafka_cfg, geops_env, standalone_clu
     standalone_cluster.kill_worker(1)
     producer.join(180)
     app.join(240)
+    stop.set()
+    balancing.join(30)
     assert codes == [0], log.read_text()[-3000:]
     assert list((tmp_path / "state" / "py-files").glob("geops-packages-*.zip"))
     assert_exactly_once(kafka_cfg, workload.oracle)
-    loads = metrics(kafka_cfg)["PartitionLoad"]
+    out = metrics(kafka_cfg)
+    loads, summaries = out["PartitionLoad"], out["BatchSummary"]
     rebuilt = {(r["partition"], r["worker"]) for r in loads
                if r["index_builds"] and r["time"] > killed_ms}
-    after = [r for r in loads if r["time"] > killed_ms]
-    assert after and {r["worker"] for r in after if r["items"]} == {0, 1}
     assert rebuilt, "no static partition was built again after its executor was lost"
-    print(f"\nrebuilt after the kill: {sorted(rebuilt)}")
+    # the assignment follows: one worker from some batch on, under a newer epoch
+    before = max(s["epoch"] for s in summaries if s["workers"] == 2)
+    one = [s for s in summaries if s["workers"] == 1]
+    assert one and min(s["epoch"] for s in one) > before, [
+        (s["batch_id"], s["epoch"], s["workers"]) for s in summaries]
+    first = min(s["batch_id"] for s in one)
+    assert {r["worker"] for r in loads if r["batch_id"] >= first} == {0}
+    chosen = [c for c in by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("control"))
+              .get("RebalanceCommand", []) if "executors" in c["reason"]]
+    assert [set(c["assignment"]) for c in chosen] == [{0}], chosen
+    assert distributor.counters.get("reshaped") == 1, sorted(distributor.counters.items())
+    print(f"\nrebuilt after the kill: {sorted(rebuilt)}; one worker from batch {first}, "
+          f"epoch {min(s['epoch'] for s in one)}; distributor {distributor.counters}")

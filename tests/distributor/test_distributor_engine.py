@@ -413,3 +413,35 @@ def test_explicit_shape_and_settings_constructor():
     assert engine.observe_load(load(3, 1)) is None
     with pytest.raises(ValueError, match="give both"):
         Engine(DB, partitions=4)
+
+
+def test_the_apps_new_number_of_workers_is_adopted_with_its_newer_epoch():
+    """Executors lost: the app runs one worker under epoch 1, chosen by itself; the engine
+    balances that worker alone, then two again when the app reports them with epoch 2."""
+    engine = new_engine()
+    # the batch's loads come before its summary: their epoch is adopted first
+    assert engine.observe_load(load(0, 0, epoch=1, batch=1)) is None
+    assert engine.observe_batch(summary(workers=1, epoch=1, batch=1)) is None
+    assert (engine.workers, engine.epoch, engine.counters["reshaped"]) == (1, 1, 1)
+    assert report(engine, SKEW, batch=2, assignment=[0, 0, 0, 0]) == [None] * 4
+    status = engine.end_period(5_000).status
+    assert status["worker_loads"] == [1000.0] and status["decision"] == "none"
+    assert engine.observe_batch(summary(workers=2, epoch=2, batch=3)) is None
+    commands = []
+    for batch in range(4, 9):   # a change of workers is a change: the cool-down applies
+        report(engine, SKEW, batch=batch, assignment=[0, 0, 0, 1])
+        commands.append(engine.end_period(batch * 1_000).command)
+    command = next(c for c in commands if c is not None)
+    assert command["epoch"] == 3
+    assert max(command["assignment"]) == 1
+
+
+def test_another_number_of_workers_without_a_newer_epoch_is_a_mismatch_unless_awaited():
+    engine = new_engine()
+    assert engine.observe_batch(summary(workers=1, epoch=0, batch=1)).startswith(
+        "shape mismatch")
+    report(engine, SKEW)
+    assert engine.end_period(5_000).command["epoch"] == 1     # awaiting epoch 1 now
+    # the app chose epoch 1 for one worker at the same time: it is what the app runs
+    assert engine.observe_batch(summary(workers=1, epoch=1, batch=2)) is None
+    assert (engine.workers, engine.epoch, engine.awaiting) == (1, 1, False)

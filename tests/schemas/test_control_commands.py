@@ -15,6 +15,7 @@ from schemas.assignment import (
     UNFIT,
     CommandRejected,
     command_for,
+    owners_for_workers,
 )
 
 
@@ -58,3 +59,27 @@ def test_newest_command_takes_the_highest_epoch_and_reports_the_rest(monkeypatch
                        (NOT_NEWER, "control[0]@4"), (NOT_NEWER, "control[0]@5"),
                        (FOREIGN, "control[0]@6")]
     assert newest_command({}, "control", "app", newer_than=5) is None
+
+
+def test_owners_for_fewer_workers_keep_the_rest_and_fill_the_lightest() -> None:
+    owners = [(0,), (1,), (2,), (2,), (0, 2), (1,)]
+    weights = [10, 10, 4, 6, 8, 10]
+    fitted = owners_for_workers(owners, 2, weights)
+    assert all(o and max(o) < 2 for o in fitted)
+    assert fitted[0] == (0,) and fitted[1] == (1,) and fitted[4] == (0,)
+    load = [sum(weights[p] / len(o) for p, o in enumerate(fitted) if w in o) for w in (0, 1)]
+    assert abs(load[0] - load[1]) <= max(weights)
+
+
+def test_owners_for_more_workers_move_some_partitions_to_the_empty_one() -> None:
+    owners = [(0,)] * 4 + [(1,)] * 4
+    fitted = owners_for_workers(owners, 3, [1] * 8)
+    assert sorted(sum(1 for o in fitted if o == (w,)) for w in range(3)) == [2, 3, 3]
+    assert all(fitted[p] == owners[p] or fitted[p] == (2,) for p in range(8))
+    assert owners_for_workers(owners, 2, [1] * 8) == owners   # nothing to change
+
+
+def test_owners_for_one_worker_put_everything_on_it() -> None:
+    assert owners_for_workers([(0,), (1, 0), (1,)], 1, [3, 2, 1]) == [(0,), (0,), (0,)]
+    with pytest.raises(ValueError, match="at least one worker"):
+        owners_for_workers([(0,)], 0, [1])

@@ -1,0 +1,67 @@
+"""How many join workers the app runs: as many as it started with while its executors are all
+there, fewer while some are lost.
+
+A join worker is a task index (``app.static``): worker *w*'s static partitions are cached on
+the executor that ran its task. When an executor of a cluster is lost, Spark rebuilds its
+partitions on the executors left, so two workers would share one executor and the assignment
+would name workers that do not exist. The app instead runs ``W * cores now / most cores seen``
+workers (at least one, at most the W it started with) and gives the partitions of the workers
+it drops to those left (``schemas.assignment.owners_for_workers``), under a new epoch. When
+executors come back, it returns to W the same way. In local mode the executors are the
+driver, and nothing is ever lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark import SparkContext
+
+log = logging.getLogger("geops.app.workers")
+
+
+def executor_cores(sc: SparkContext) -> int | None:
+    """Cores of the live executors (the driver aside), or None when Spark does not say (local
+    mode, where the driver runs the tasks)."""
+    if sc.master.startswith("local"):
+        return None
+    try:
+        summaries: Any = sc._jsc.sc().statusStore().executorList(True)  # active ones only
+        it = summaries.iterator()
+        cores = 0
+        while it.hasNext():
+            e = it.next()
+            if e.id() != "driver":
+                cores += int(e.totalCores())
+        return cores
+    except Exception as exc:  # a Spark without this internal API: keep W as it is
+        log.warning("cannot see the executors' cores (%s); the number of join workers stays "
+                    "as it started", exc)
+        return None
+
+
+class WorkerCount:
+    """The join workers the app should run now, from the executors' cores."""
+
+    def __init__(self, sc: SparkContext, workers: int):
+        self.sc = sc
+        self.configured = workers
+        self.peak = 0          # the most executor cores seen
+        self.enabled = not sc.master.startswith("local")
+
+    def now(self, current: int) -> int:
+        """The number of workers to run; ``current`` when nothing is known or no executor is
+        there at all (its tasks wait for one to come)."""
+        if not self.enabled:
+            return current
+        cores = executor_cores(self.sc)
+        if cores is None:
+            self.enabled = False
+            return current
+        return current if cores == 0 else self.target(cores)
+
+    def target(self, cores: int) -> int:
+        """W for ``cores`` live executor cores (> 0)."""
+        self.peak = max(self.peak, cores)
+        return max(1, min(self.configured, self.configured * cores // self.peak))
