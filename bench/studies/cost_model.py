@@ -10,7 +10,7 @@ Three sources, joined by batch id:
   ``streaming.sql.batchId``) with its read and join stages and their tasks, parsed by
   ``bench.studies.eventlog``;
 - the app's ``BatchSummary`` records on the metrics topic (start_time, job_ms, write_ms,
-  duration_ms, records), read back after the run from the run's broker, started again;
+  duration_ms, records), followed while the run goes on (the run drops its topics at the end);
 - the app's log line per batch (``batch N epoch E: ... X ms``), written after
   ``output.finish``: the time from the start of the batch function to the end of its commit.
 
@@ -41,6 +41,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from bench.studies import eventlog
 REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 BATCH_KEY = "streaming.sql.batchId"
+SUMMARIES = "summaries.jsonl"   # the run's BatchSummary records, captured by ``run``
 # "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, 5607 ms"
 BATCH_LINE = re.compile(r"batch (\d+) epoch \d+: (\d+) records, .* (\d+) ms$")
 
@@ -290,7 +292,8 @@ def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 def read_runs(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt") as fh:
         rows = list(csv.DictReader(fh))
-    return [{k: (v if k == "trigger_start" else float(v)) for k, v in r.items()} for r in rows]
+    return [{k: (v if k == "trigger_start" else float(v or "nan")) for k, v in r.items()}
+            for r in rows]
 
 
 def session_dir(workdir: Path) -> Path:
@@ -302,9 +305,15 @@ def session_dir(workdir: Path) -> Path:
 
 
 def summaries_of(workdir: Path) -> list[dict[str, Any]]:
-    """The run's BatchSummary records: its broker is started again on its state, read, stopped."""
+    """The run's BatchSummary records: those ``run`` captured while the run went on
+    (``summaries.jsonl``), else the metrics topic of the run's broker, started again (when the
+    run kept its topics), else the phases' ``batches.csv`` (no warm-up or backlog batches)."""
+    captured = workdir / SUMMARIES
+    if captured.exists():
+        return [json.loads(line) for line in captured.read_text().splitlines() if line]
     import config
     from kafkaio import broker
+    from kafkaio.clients import TopicMissing
     from kafkaio.dump import by_schema
 
     prefix = session_dir(workdir).name
@@ -313,9 +322,51 @@ def summaries_of(workdir: Path) -> list[dict[str, Any]]:
     try:
         topic = f"{prefix}.{config.defaults().topic('metrics')}"
         got = by_schema({"bootstrap.servers": info.address}, topic).get("BatchSummary", [])
+        return [s for s in got if s["app_id"] == prefix]
+    except TopicMissing:
+        print(f"{topic} is gone; the phases' batches.csv instead", file=sys.stderr)
     finally:
         broker.stop(state)
-    return [s for s in got if s["app_id"] == prefix]
+    with open(workdir / "bench-out" / "batches.csv") as fh:
+        return [{"batch_id": int(r["batch_id"]), "records": int(r["records"]), "items": "",
+                 "start_time": int(r["start_ms"]), "job_ms": float(r["job_ms"]),
+                 "write_ms": float(r["write_ms"]), "duration_ms": float(r["duration_ms"]),
+                 "join_stage_ms": float(r["join_stage_ms"])} for r in csv.DictReader(fh)]
+
+
+class Capture(threading.Thread):
+    """Follows the metrics topic of the run in ``workdir`` (once its broker and app run) and
+    appends every BatchSummary of its app to ``workdir/summaries.jsonl``, until ``done``."""
+
+    def __init__(self, workdir: Path):
+        super().__init__(daemon=True)
+        self.workdir, self.done = workdir, threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+
+        import config
+        from kafkaio import broker
+        from kafkaio.dump import decoded_records
+
+        while not self.done.wait(1.0):
+            apps = list(self.workdir.glob("bench-live-*/app.log"))
+            info = broker.status(self.workdir / "broker-state")
+            if apps and info is not None:
+                break
+        else:
+            return
+        prefix = apps[0].parent.name
+        consumer = Consumer({"bootstrap.servers": info.address, "group.id": prefix + "-costs",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([f"{prefix}.{config.defaults().topic('metrics')}"])
+        with open(self.workdir / SUMMARIES, "a") as out:
+            while not self.done.is_set():
+                for name, rec in decoded_records(consumer.consume(500, 1.0)):
+                    if name == "BatchSummary" and rec["app_id"] == prefix:
+                        out.write(json.dumps(rec, default=str) + "\n")
+                out.flush()
+        consumer.close()
 
 
 def analyse(workdir: Path, out: Path) -> list[dict[str, Any]]:
@@ -347,7 +398,14 @@ def run_bench(workdir: Path, bench_args: Sequence[str], tree: Path = REPO) -> No
     argv = [sys.executable, "-m", "cli.main", "bench", "live", "--config", str(toml),
             "--workdir", str(workdir), "--out", str(workdir / "bench-out"), *bench_args]
     print("$", " ".join(argv), flush=True)
-    subprocess.run(argv, check=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+    (workdir / SUMMARIES).unlink(missing_ok=True)
+    capture = Capture(workdir)
+    capture.start()
+    try:   # the run drops its topics at the end: its BatchSummary records are read meanwhile
+        subprocess.run(argv, check=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+    finally:
+        capture.done.set()
+        capture.join(30)
 
 
 def main(argv: list[str] | None = None) -> None:
