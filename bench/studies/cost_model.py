@@ -53,6 +53,7 @@ from bench.studies import eventlog
 REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 BATCH_KEY = "streaming.sql.batchId"
+SMALL = 5000   # records: the live batches, fitted alone as a check of the line
 SUMMARIES = "summaries.jsonl"   # the run's BatchSummary records, captured by ``run``
 # "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, 5607 ms"
 BATCH_LINE = re.compile(r"batch (\d+) epoch \d+: (\d+) records, .* (\d+) ms$")
@@ -227,13 +228,16 @@ def cost_table(rows: Sequence[Mapping[str, Any]], skip: int = 3
     (the query's warm-up); and the rows used."""
     used = list(rows)[skip:]
     x = [float(r["records"]) for r in used]
+    small = [r for r in used if r["records"] <= SMALL]
     out = []
     for col, name, what in (*STAGES, ("trigger", "total", "triggerExecution"),
                             *((c, n, "") for c, n in TASK_PARTS)):
         fixed, slope, r2 = fit(x, [float(r[col]) for r in used])
+        small_fixed = (fit([r["records"] for r in small], [float(r[col]) for r in small])[0]
+                       if len(small) > 2 else float("nan"))
         out.append({"column": col, "stage": name, "what": what, "fixed_ms": fixed,
-                    "us_per_record": slope * 1000, "r2": r2, "mean_ms": float(
-                        np.mean([float(r[col]) for r in used]))})
+                    "us_per_record": slope * 1000, "r2": r2, "small_fixed_ms": small_fixed,
+                    "mean_ms": float(np.mean([float(r[col]) for r in used]))})
     return out, used
 
 
@@ -246,9 +250,9 @@ def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any
     """The two tables (wall-time stages with the total; task parts) and what the fixed cost
     means for latency at ``load``."""
     sizes = [int(r["records"]) for r in used]
-    head = ("| stage | covers | fixed ms | µs / record | R² | "
+    head = (f"| stage | covers | fixed ms | µs / record | R² | fixed ms, ≤ {SMALL:,} records | "
             + " | ".join(f"ms at {n:,}" for n in at) + " |")
-    rule = "|---|---|---:|---:|---:|" + "---:|" * len(at)
+    rule = "|---|---|---:|---:|---:|---:|" + "---:|" * len(at)
     lines = [f"{len(used)} batches, {min(sizes):,} to {max(sizes):,} records "
              f"(median {int(np.median(sizes)):,}).", "", head, rule]
     tasks = {c for c, _ in TASK_PARTS}
@@ -257,7 +261,7 @@ def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any
             continue
         bold = "**" if t["column"] == "trigger" else ""
         cells = [bold + t["stage"] + bold, t["what"], _num(t["fixed_ms"]),
-                 _num(t["us_per_record"], 2), _num(t["r2"], 2),
+                 _num(t["us_per_record"], 2), _num(t["r2"], 2), _num(t["small_fixed_ms"]),
                  *(_num(t["fixed_ms"] + t["us_per_record"] * n / 1000, 0) for n in at)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| task part (core-ms, summed over the stage's tasks) | fixed ms | µs / record "
@@ -270,6 +274,11 @@ def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any
     f_ms, b_us = total["fixed_ms"], total["us_per_record"]
     capacity = 1e6 / b_us if b_us > 0 else float("inf")
     d = f_ms / (1 - load)
+    small = [r for r in used if r["records"] <= SMALL]
+    if len(small) > 2:
+        sf, sb, sr2 = fit([r["records"] for r in small], [r["trigger"] for r in small])
+        lines += ["", f"Total over the {len(small)} batches of at most {SMALL:,} records alone: "
+                  f"fixed {sf:,.0f} ms + {sb * 1000:,.1f} µs per record (R² {sr2:.2f})."]
     lines += ["", f"Total: fixed {f_ms:,.0f} ms per batch + {b_us:,.1f} µs per record: capacity "
               f"{capacity:,.0f} records/s; at {load:.0%} load ({load * capacity:,.0f} records/s) "
               f"back-to-back batches last d = F / (1 − ρ) = {d:,.0f} ms, latency ≈ 1.5 d = "

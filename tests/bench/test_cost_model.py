@@ -97,6 +97,6 @@ def test_table_and_files(tmp_path: Path) -> None:
     assert math.isclose(total["fixed_ms"], 140) and math.isclose(total["us_per_record"], 14)
     text = "\n".join(cost_model.markdown(table, used))
     assert "5 batches, 200 to 30,000 records" in text
-    assert "| **total** | triggerExecution | 140.0 | 14.00 | 1.00 | 143 | 210 |" in text
+    assert "| **total** | triggerExecution | 140.0 | 14.00 | 1.00 | 140.0 | 143 | 210 |" in text
     # capacity 1e6/14 records/s; d = 140 / 0.3 ms; latency 1.5 d
     assert "capacity 71,429 records/s" in text and "d = F / (1 − ρ) = 467 ms" in text
