@@ -272,6 +272,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
                          follow=WorkerCount(sc, workers))
+    built, took = runner.warm_up()
+    log.info("warmed up in %.1f s: the executors' Python processes hold the matching code "
+             "and %d resident indexes", took, built)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     def start_query() -> Any:
@@ -306,11 +309,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                 status = query.status
                 if starting(status):
                     state.last_input = time.monotonic()  # the idle clock starts with the query
-                elif not ready:
+                elif not ready and state.batches:
+                    # after its first batch: the query's own start-up (planning, its first
+                    # job) is behind it, so the first publications wait for none of it
                     ready = True
                     ready_path(checkpoint).write_text(f"{os.getpid()}\n")
-                    log.info("ready: the query has started and takes publications from '%s'",
-                             topics.publications)
+                    log.info("ready: the query has started and run its first batch; it takes "
+                             "publications from '%s'", topics.publications)
                 quiet = time.monotonic() - state.last_input
                 if status["isDataAvailable"] or status["isTriggerActive"]:
                     quiet = 0.0 if not stopping else quiet

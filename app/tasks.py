@@ -284,3 +284,33 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
     if chunks:  # a test's injected failure, after the task's work (app.faults)
         fail_task_once()
     yield Busy(worker, time.perf_counter_ns() - started)
+
+
+def warm_indexes(ctx: JoinContext, router: Any, copies: int, index: int,
+                 records: Iterable[tuple[int, Any]]) -> Iterator[int]:
+    """Before the query starts, load the ``router`` broadcast and build the resident indexes
+    (STAL) of worker ``index // copies`` in this Python process, so the first batches find
+    them; yields how many indexes it built.
+
+    Tasks run in whichever of the executor's Python processes is free, so each worker's
+    static records come as ``copies`` tasks (as many as cores) that run at once, one in each
+    process: every process then holds what any join task it is given will need.
+    """
+    from geops.strategies import load_partition
+
+    worker = index // copies
+    built = 0
+    router.value  # noqa: B018 - a broadcast loads on first access, once per process
+    if JOIN_MODES[ctx.join].resident:
+        for _, rec in records:
+            if not isinstance(rec, StaticPartition):
+                continue
+            key = ctx.residency.get((rec.partition, worker))
+            held = _RESIDENT.get((rec.partition, worker))
+            if key is None or (held is not None and held[0] == key):
+                continue
+            matcher = load_partition(ctx.strategy, rec.payload)
+            matcher.applied = ctx.base_seq[rec.partition] if ctx.base_seq else 0
+            _RESIDENT[(rec.partition, worker)] = (key, matcher)
+            built += 1
+    yield built

@@ -15,6 +15,8 @@ Those that read a results directory take it as their argument and read its table
   (``docs/results/scale/``).
 - ``eventlog stages|tasks EVENTS``: per-batch stage times, or per-task metrics, from a Spark
   event log (decompressed JSON lines).
+- ``cold_start``: how fast the app answers the first publications after it says it is ready
+  (``docs/results/live/cold-start/``).
 - ``cpu_by_process``: CPU seconds of the broker, Spark's Python workers and the driver over
   one run (start it just before the run).
 - ``profile_route``, ``profile_churn``: where a stream-side task's time goes (decode, checks,
