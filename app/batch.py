@@ -5,7 +5,7 @@ Runs on the driver as the ``foreachBatch`` function. All spatial work happens in
 metrics are in Kafka before the function returns, so Spark only commits the batch's offsets after
 its output: at-least-once (a replayed batch writes the same records again), or exactly-once
 (one transaction per batch; a replayed batch whose transaction committed is not written again):
-``app.delivery``.
+``app.batch_output``.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ import numpy as np
 from pyspark import Broadcast
 from pyspark.sql import DataFrame
 
+from app.batch_output import batch_output
 from app.change_broadcasts import ChangeBroadcasts
-from app.control import ControlChannel
-from app.delivery import batch_output
+from app.control_channel import ControlChannel
 from app.faults import KillPoint
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats, layout_record
 from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
-from app.records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
+from app.task_records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
 from app.tasks import JoinContext, RouteContext, decode_route_rows, join, warm_indexes
 from app.workers import WorkerCount
 from geops.strategies import PartialMatches, Strategy, merge

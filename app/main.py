@@ -160,7 +160,7 @@ def starting(status: dict) -> bool:
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import EXPECTED_FAILURES, BatchRunner, BatchState, Topics
-    from app.control import ControlChannel
+    from app.control_channel import ControlChannel
     from app.kafka_read import describe_loss, source_options
     from app.launch import fatal_failure
     from app.static import StaticSide

@@ -1,6 +1,6 @@
 """The static side of the join: where each static partition lives and how it reaches the join.
 
-Both modes key records (``app.records.StaticPartition``) by worker and partition them with
+Both modes key records (``app.task_records.StaticPartition``) by worker and partition them with
 ``by_worker``, so the static records and the stream items of worker w meet in the w-th task of
 one co-partitioned, narrow union. Which mode keeps partitions resident: ``app.joins``.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pyspark import RDD, SparkContext, StorageLevel
 
 from app.joins import JOIN_MODES
-from app.records import StaticPartition
 from app.static_build import BuildSpec, build_payloads, sizes_of
+from app.task_records import StaticPartition
 from geops.strategies.churn import fold_deltas
 from schemas.assignment import Owners
 

@@ -81,7 +81,7 @@ def build_payloads(sc: Any, spec: BuildSpec, workers: int,
     slots, and tasks rotating over them rebuilt resident indexes in each (measured: 4 workers
     for local[2] instead of 2).
     """
-    from app.records import StaticPartition
+    from app.task_records import StaticPartition
 
     n = max(1, workers)
     strategy, partitions, partitioner, stale = (spec.strategy, spec.num_partitions,

@@ -1,7 +1,7 @@
 """What runs inside Spark tasks: decode + route on the stream side, join + match per worker.
 
 Records crossing the shuffle are keyed by target worker; what each kind holds is in
-``app.records``.
+``app.task_records``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import shapely
 
 from app.faults import fail_task_once
 from app.joins import JOIN_MODES
-from app.records import (
+from app.task_records import (
     Busy,
     Items,
     Matched,

@@ -2,7 +2,7 @@
 Subscription encoder, the order of the levels, throughput over a window, time-to-effect, and
 the ratios against the level without changes.
 
-Nothing here touches Kafka, processes or the clock (tests/bench/test_churn.py).
+Nothing here touches Kafka, processes or the clock (tests/bench/test_churn_bench.py).
 """
 
 from __future__ import annotations

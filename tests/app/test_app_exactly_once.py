@@ -20,7 +20,7 @@ from app.faults import FAIL_TASK_VAR, KILL_VAR
 from distributor.service import Service
 from kafkaio.dump import by_schema
 from tests.app.conftest import metrics
-from tests.app.delivery import (
+from tests.app.delivery_checks import (
     assert_exactly_once,
     assert_matches_oracle,
     duplicated_batches,

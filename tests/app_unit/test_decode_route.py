@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import shapely
 
-from app.records import Items, Presence, ReadStats
+from app.task_records import Items, Presence, ReadStats
 from app.tasks import KEY_PARTITION_SHIFT, Record, RouteContext, decode_route
 from geops.strategies import build_strategy
 from geops.workload import generate_workload

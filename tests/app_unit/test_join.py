@@ -1,5 +1,5 @@
 """A join task outside Spark: the stream items and static partitions of each worker, matched,
-with the named records it returns (``app.records``)."""
+with the named records it returns (``app.task_records``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 import app.tasks
-from app.records import Busy, Items, Matched, PartitionLoad, Presence, ReadStats, StaticPartition
+from app.task_records import (
+    Busy,
+    Items,
+    Matched,
+    PartitionLoad,
+    Presence,
+    ReadStats,
+    StaticPartition,
+)
 from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, merge

@@ -13,9 +13,9 @@ import pytest
 
 import app.tasks
 from app.batch import BatchState
-from app.control import ControlChannel
-from app.records import Items, Matched, PartitionLoad, Presence, StaticPartition
+from app.control_channel import ControlChannel
 from app.static import StaticSide, shipping_plan
+from app.task_records import Items, Matched, PartitionLoad, Presence, StaticPartition
 from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, merge
@@ -186,7 +186,7 @@ def test_the_app_takes_a_commands_owners_and_rejects_replicas_that_do_not_fit(ca
     cmd = channel.check(command(2, [0, 0, 1, 1], [(1, (0, 1))]), 1, "here")
     assert cmd is not None and cmd.owners == ((0,), (0, 1), (1,), (1,))
     assert channel.check(command(3, [0, 0, 1, 1]), 1, "here").owners == ((0,), (0,), (1,), (1,))
-    caplog.set_level(logging.WARNING, "geops.app.control")
+    caplog.set_level(logging.WARNING, "geops.app.control_channel")
     for replicas, reason in [([(1, (1, 0))], "must start with its owner 0"),
                              ([(1, (0, 0))], "not repeat a worker"),
                              ([(1, (0, 2))], "replica worker ids [2] outside 0..1"),

@@ -20,7 +20,7 @@ def test_the_zip_holds_the_apps_packages_and_their_data(tmp_path: Path) -> None:
     first = cli.app.packages_zip(tmp_path)
     assert cli.app.packages_zip(tmp_path) == first  # same content, same file
     names = zipfile.ZipFile(first).namelist()
-    assert {"app/main.py", "app/records.py", "geops/strategies/strategy.py",
+    assert {"app/main.py", "app/task_records.py", "geops/strategies/strategy.py",
             "kafkaio/control.py", "schemas/Subscription.avsc", "config/default.toml",
             "schemas/history/Subscription.v1.avsc"} <= set(names)
     assert {name.split("/")[0] for name in names} == set(cli.app.APP_PACKAGES)

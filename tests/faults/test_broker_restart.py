@@ -16,7 +16,7 @@ from geops.workload import generate_workload
 from kafkaio import broker as embedded
 from kafkaio.dump import by_schema
 from tests.app.conftest import metrics
-from tests.app.delivery import assert_exactly_once
+from tests.app.delivery_checks import assert_exactly_once
 from tests.app.live import load_subscriptions_only
 from tests.faults.stack import (
     Publisher,

@@ -28,7 +28,7 @@ from schemas.assignment import (
     owners_of,
 )
 
-log = logging.getLogger("geops.app.control")
+log = logging.getLogger("geops.app.control_channel")
 
 
 @dataclass(frozen=True)
