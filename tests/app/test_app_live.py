@@ -8,6 +8,9 @@ added mid-stream: tests/faults/test_new_partitions.py).
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 
 from distributor.service import Service
@@ -30,7 +33,8 @@ def check_answered_once(cfg, oracle: dict[int, tuple[int, ...]], published: int)
     return summaries
 
 
-def test_steady_rate_then_pause_then_burst(workload, kafka_cfg):
+def test_steady_rate_then_pause_then_burst(workload, kafka_cfg, caplog):
+    caplog.set_level(logging.INFO, logger="geops.app")
     load_subscriptions_only(kafka_cfg, workload.subs)
     n = len(workload.pubs)
     producer = LiveProducer(kafka_cfg, workload.pubs, [
@@ -44,6 +48,14 @@ def test_steady_rate_then_pause_then_burst(workload, kafka_cfg):
     during = [s for s in summaries if s["end_time"] < producer.finished_at * 1000]
     assert len(during) >= 3
     assert sum(s["records"] for s in during) >= n // 4
+    # a warm start: every resident index built before the query, ready after its first batch
+    lines = [r.getMessage() for r in caplog.records if r.name == "geops.app"]
+    warmed = next(i for i, m in enumerate(lines) if m.startswith("warmed up"))
+    first = next(i for i, m in enumerate(lines) if m.startswith("batch 0 "))
+    ready = next(i for i, m in enumerate(lines) if m.startswith("ready:"))
+    assert warmed < first < ready, lines[:ready + 1]
+    built = int(re.search(r"and (\d+) resident indexes", lines[warmed]).group(1))
+    assert built >= summaries[0]["partitions"], lines[warmed]
     p99 = max(s["latency_p99_ms"] for s in summaries if s["records"])
     print(f"\n{len(summaries)} batches, {len(during)} while the producer wrote; worst batch "
           f"p99 latency {p99:.0f} ms")
