@@ -313,6 +313,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                     # after its first batch: the query's own start-up (planning, its first
                     # job) is behind it, so the first publications wait for none of it
                     ready = True
+                    state.last_input = time.monotonic()  # idle counts from "ready" on
                     ready_path(checkpoint).write_text(f"{os.getpid()}\n")
                     log.info("ready: the query has started and run its first batch; it takes "
                              "publications from '%s'", topics.publications)

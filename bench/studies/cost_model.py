@@ -352,10 +352,9 @@ class Capture(threading.Thread):
         self.workdir, self.done = workdir, threading.Event()
 
     def run(self) -> None:
-        from confluent_kafka import Consumer
-
         import config
         from kafkaio import broker
+        from kafkaio.clients import consumer as committed_consumer
         from kafkaio.dump import decoded_records
 
         while not self.done.wait(1.0):
@@ -366,8 +365,8 @@ class Capture(threading.Thread):
         else:
             return
         prefix = apps[0].parent.name
-        consumer = Consumer({"bootstrap.servers": info.address, "group.id": prefix + "-costs",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = committed_consumer({"bootstrap.servers": info.address},
+                                      group_id=prefix + "-costs")
         consumer.subscribe([f"{prefix}.{config.defaults().topic('metrics')}"])
         with open(self.workdir / SUMMARIES, "a") as out:
             while not self.done.is_set():
