@@ -27,8 +27,9 @@ from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 # How long a read's fetch may wait at the end of a partition before the broker answers empty:
 # Apache Kafka answers as soon as a record is there, so this only bounds an idle wait.
 FETCH_WAIT_MS = 50
-# ListOffsets asked again after a retriable error (NOT_LEADER_OR_FOLLOWER, ...) before failing
-LEADER_RETRIES = 5
+# ListOffsets is asked again after a retriable error (NOT_LEADER_OR_FOLLOWER, ...), waiting up
+# to this long in between, until the probe's timeout
+LEADER_WAIT_S = 0.5
 
 
 class EndOffsets:
@@ -47,18 +48,22 @@ class EndOffsets:
         self._consumer.poll(0)  # its queued log lines go to logging now, not all at close
         out = {}
         for p in partitions:
-            for attempt in range(LEADER_RETRIES + 1):
+            deadline = time.monotonic() + self.timeout
+            attempt = 0
+            while True:
                 try:
                     out[p] = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
                                                                   timeout=self.timeout)
                     break
                 except KafkaException as exc:  # timeout, unknown partition, moved leader
                     err = exc.args[0] if exc.args else None
-                    # a leader that moved (a new topic, a node that died) is found again by
+                    # a leader that moved (a node that died) or is not elected yet (a topic
+                    # just created, which on a busy machine takes seconds) is found again by
                     # the client's next metadata request
+                    attempt += 1
                     if (isinstance(err, KafkaError) and err.retriable()
-                            and attempt < LEADER_RETRIES):
-                        time.sleep(0.1 * (attempt + 1))
+                            and time.monotonic() < deadline):
+                        time.sleep(min(0.1 * attempt, LEADER_WAIT_S))
                         continue
                     raise KafkaUnavailable(f"cannot read offsets of {topic}[{p}]: {exc}") from None
         return out
