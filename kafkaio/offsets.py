@@ -30,6 +30,7 @@ FETCH_WAIT_MS = 50
 # ListOffsets is asked again after a retriable error (NOT_LEADER_OR_FOLLOWER, ...), waiting up
 # to this long in between, until the probe's timeout
 LEADER_WAIT_S = 0.5
+NO_LEADER_YET = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 class EndOffsets:
@@ -61,7 +62,9 @@ class EndOffsets:
                     # just created, which on a busy machine takes seconds) is found again by
                     # the client's next metadata request
                     attempt += 1
-                    if (isinstance(err, KafkaError) and err.retriable()
+                    # librdkafka does not flag these retriable when ListOffsets returns them
+                    if (isinstance(err, KafkaError)
+                            and (err.retriable() or err.code() in NO_LEADER_YET)
                             and time.monotonic() < deadline):
                         time.sleep(min(0.1 * attempt, LEADER_WAIT_S))
                         continue
