@@ -218,11 +218,34 @@ class _Chunks:
         return keys, ids, wkbs, times, offsets, np.concatenate(self.cands)
 
 
+def _held_index(ctx: JoinContext, pid: int, worker: int) -> Any:
+    """The index this process holds for (partition, owner) if it is of the current residency
+    and up to the changes folded into its payload (one that missed some is built again), or
+    None."""
+    held = _RESIDENT.get((pid, worker))
+    base = ctx.base_seq[pid] if ctx.base_seq else 0
+    if held is not None and held[0] == ctx.residency.get((pid, worker)) and (
+            held[1].applied >= base):
+        return held[1]
+    return None
+
+
+def _build_index(ctx: JoinContext, pid: int, worker: int, payload: bytes, keep: bool) -> Any:
+    """The index of a partition's payload, current up to its payload's changes; ``keep``: hold
+    it in this process for its residency (STAL)."""
+    from geops.strategies import load_partition
+
+    matcher = load_partition(ctx.strategy, payload)
+    matcher.applied = ctx.base_seq[pid] if ctx.base_seq else 0
+    if keep:
+        _RESIDENT[(pid, worker)] = (ctx.residency[(pid, worker)], matcher)
+    return matcher
+
+
 def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
          ) -> Iterator[tuple]:
     """Join the stream items of this worker with its static partitions and match them."""
     from app.change_broadcasts import pending_deltas
-    from geops.strategies import load_partition
     from geops.strategies.churn import apply_deltas
 
     started = time.perf_counter_ns()
@@ -242,25 +265,16 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
         # one batch's per-partition costs swing by up to +-50 %.
         t0 = time.thread_time_ns()
         builds = shipped = build_ns = 0
-        key = ctx.residency.get((pid, worker))
-        base = ctx.base_seq[pid] if ctx.base_seq else 0
-        held = _RESIDENT.get((pid, worker)) if resident else None
-        # A resident index is current up to the changes it applied; one that missed changes
-        # since folded into the payload is built again.
-        if held is not None and held[0] == key and held[1].applied >= base:
-            matcher = held[1]
-        else:
+        matcher = _held_index(ctx, pid, worker) if resident else None
+        if matcher is None:
             payload = payloads.get(pid)
-            if payload is None or key is None:
+            if payload is None or (pid, worker) not in ctx.residency:
                 raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
                                    f"stream was routed with another assignment")
-            matcher = load_partition(ctx.strategy, payload)
-            matcher.applied = base
+            matcher = _build_index(ctx, pid, worker, payload, keep=resident)
             builds = 1
             build_ns = time.thread_time_ns() - t0
-            if resident:
-                _RESIDENT[(pid, worker)] = (key, matcher)
-            else:
+            if not resident:
                 shipped = len(payload)
         if pid in ctx.deltas:  # subscription changes since the payload, applied in place
             todo = pending_deltas(ctx.changes, ctx.deltas[pid], pid, matcher.applied)
@@ -296,7 +310,6 @@ def warm_indexes(ctx: JoinContext, router: Any, copies: int, index: int,
     static records come as ``copies`` tasks (as many as cores) that run at once, one in each
     process: every process then holds what any join task it is given will need.
     """
-    from geops.strategies import load_partition
 
     worker = index // copies
     built = 0
@@ -305,12 +318,9 @@ def warm_indexes(ctx: JoinContext, router: Any, copies: int, index: int,
         for _, rec in records:
             if not isinstance(rec, StaticPartition):
                 continue
-            key = ctx.residency.get((rec.partition, worker))
-            held = _RESIDENT.get((rec.partition, worker))
-            if key is None or (held is not None and held[0] == key):
+            if ((rec.partition, worker) not in ctx.residency
+                    or _held_index(ctx, rec.partition, worker) is not None):
                 continue
-            matcher = load_partition(ctx.strategy, rec.payload)
-            matcher.applied = ctx.base_seq[rec.partition] if ctx.base_seq else 0
-            _RESIDENT[(rec.partition, worker)] = (key, matcher)
+            _build_index(ctx, rec.partition, worker, rec.payload, keep=True)
             built += 1
     yield built
