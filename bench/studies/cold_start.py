@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-import config
 from bench.paper.rows import gzip_beside
-from bench.studies.read_ab import geops
+from bench.studies.read_ab import app_topics, geops
 from geops.avro_input import read_publications_avro
 from kafkaio import broker
 from kafkaio.dump import by_schema
@@ -41,14 +40,8 @@ READY = "ready: the query has started"
 def run_one(tree: Path, args: argparse.Namespace, address: str, work: Path) -> dict:
     """One app from ``tree``, started cold: latency of the head and of the rest."""
     prefix = f"cold{uuid.uuid4().hex[:8]}-"
-    env = {**os.environ, "PYTHONPATH": str(tree), "GEOPS_BOOTSTRAP_SERVERS": address,
-           "GEOPS_STATE_DIR": str(work / prefix), "GEOPS_SPARK_UI": "off"}
-    for logical in config.TOPICS:
-        env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
-    cfg = config.load(environ=env)
     log = work / f"{prefix}app.log"
-    geops(tree, env, "topics", "create", "--publications-partitions", "4", log=log)
-    geops(tree, env, "subscribe", "--file", str(args.workload / "subscriptions.avro"), log=log)
+    env, cfg = app_topics(tree, address, work, prefix, args.workload, log)
     started = time.monotonic()
     proc = geops(tree, env, "app", "--strategy", args.strategy, "--join", "STAL", "--workers",
                  "2", "--partitions", "64", "--master", "local[2]", "--trigger", "500ms",

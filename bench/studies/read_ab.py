@@ -53,6 +53,19 @@ def geops(tree: Path, env: dict[str, str], *args: str, log: Path | None = None,
     return None
 
 
+def app_topics(tree: Path, address: str, work: Path, prefix: str, workload: Path, log: Path
+               ) -> tuple[dict[str, str], config.Config]:
+    """The environment that runs ``tree``'s geops on topics of their own (``prefix``), those
+    topics created and the workload's subscriptions loaded; with its configuration."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "GEOPS_BOOTSTRAP_SERVERS": address,
+           "GEOPS_STATE_DIR": str(work / prefix), "GEOPS_SPARK_UI": "off"}
+    for logical in config.TOPICS:
+        env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
+    geops(tree, env, "topics", "create", "--publications-partitions", "4", log=log)
+    geops(tree, env, "subscribe", "--file", str(workload / "subscriptions.avro"), log=log)
+    return env, config.load(environ=env)
+
+
 def summaries(cfg: config.Config, app_id: str) -> list[dict]:
     seen: dict[int, dict] = {}
     for s in by_schema(cfg.kafka_client(), cfg.topic("metrics")).get("BatchSummary", []):
@@ -72,14 +85,8 @@ def backlog_rate(batches: list[dict]) -> float:
 def run_one(tree: Path, kind: str, strategy: str, args: argparse.Namespace, address: str,
             work: Path) -> dict:
     prefix = f"ab{uuid.uuid4().hex[:8]}-"
-    env = {**os.environ, "PYTHONPATH": str(tree), "GEOPS_BOOTSTRAP_SERVERS": address,
-           "GEOPS_STATE_DIR": str(work / prefix), "GEOPS_SPARK_UI": "off"}
-    for logical in config.TOPICS:
-        env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
-    cfg = config.load(environ=env)
     log = work / f"{prefix}{kind}.log"
-    geops(tree, env, "topics", "create", "--publications-partitions", "4", log=log)
-    geops(tree, env, "subscribe", "--file", str(args.workload / "subscriptions.avro"), log=log)
+    env, cfg = app_topics(tree, address, work, prefix, args.workload, log)
     pubs = list(publication_records(args.pubs))
     app = ["app", "--strategy", strategy, "--join", "STAL", "--workers", "2",
            "--partitions", "64", "--master", "local[2]", "--trigger", "500ms"]
