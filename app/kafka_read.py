@@ -35,12 +35,15 @@ REQUEST_TIMEOUT_MS = 5_000
 # (KAFKA-20673), is soon replaced by a new one that asks the cluster again.
 API_TIMEOUT_MS = 15_000
 # How long a fetch of the connector's consumers may wait on the broker for records to arrive
-# (the Java client's default is 500 ms). A pooled consumer that read a range to the log's end
-# has a fetch at the end in flight, and its next batch's read waited for it: up to 500 ms per
-# partition and batch, on a live stream every batch (python -m bench.studies.read_ab, the
-# connector page). The connector only fetches what a batch's range holds, so nothing polls
-# an idle topic this often.
-FETCH_MAX_WAIT_MS = 10
+# (the Java client's default is 500 ms): not at all. A consumer that read a range sends its next
+# fetch at once, at the range's end, and the broker parks it for this long; the connector's next
+# read (each fetch is followed by two ListOffsets, for the partition's earliest and latest
+# offsets) queues behind it on the same connection. Parked for 500 ms that cost up to 500 ms per
+# partition and batch (python -m bench.studies.read_ab, the connector page); parked for 10 ms it
+# still cost ~10 ms of the ~14 ms a small range took to read, against ~5 ms unparked
+# (docs/results/live/costs). The connector fetches only offsets the driver saw committed, so
+# its fetches find records and nothing polls an idle topic.
+FETCH_MAX_WAIT_MS = 0
 # The driver tries its offset lookups again this far apart, with a new admin client each time,
 # as often as fits in the outage limit.
 RETRY_INTERVAL_MS = 1_000

@@ -80,7 +80,7 @@ def test_the_apps_connector_options_follow_its_settings():
     assert "username=\"u\"" in opts["kafka.sasl.jaas.config"]
     assert opts["maxOffsetsPerTrigger"] == "500" and opts["failOnDataLoss"] == "false"
     assert opts["kafka.isolation.level"] == "read_committed"
-    assert opts["kafka.fetch.max.wait.ms"] == "10"
+    assert opts["kafka.fetch.max.wait.ms"] == "0"
     assert opts["kafkaConsumer.pollTimeoutMs"] == "60000"
     # each call waits 15 s; the driver's offset lookups are tried 4 times 16 s apart (the limit)
     assert opts["kafka.default.api.timeout.ms"] == "15000"
