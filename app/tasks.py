@@ -81,6 +81,10 @@ class JoinContext:
     deltas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     changes: dict[int, Any] = field(default_factory=dict)
 
+    def folded_seq(self, pid: int) -> int:
+        """The last subscription change folded into partition ``pid``'s payload."""
+        return self.base_seq[pid] if self.base_seq else 0
+
 
 def publication_key(kafka_partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     """int64 keys of publications from their Kafka partitions and offsets."""
@@ -223,9 +227,8 @@ def _held_index(ctx: JoinContext, pid: int, worker: int) -> Any:
     and up to the changes folded into its payload (one that missed some is built again), or
     None."""
     held = _RESIDENT.get((pid, worker))
-    base = ctx.base_seq[pid] if ctx.base_seq else 0
     if held is not None and held[0] == ctx.residency.get((pid, worker)) and (
-            held[1].applied >= base):
+            held[1].applied >= ctx.folded_seq(pid)):
         return held[1]
     return None
 
@@ -236,7 +239,7 @@ def _build_index(ctx: JoinContext, pid: int, worker: int, payload: bytes, keep: 
     from geops.strategies import load_partition
 
     matcher = load_partition(ctx.strategy, payload)
-    matcher.applied = ctx.base_seq[pid] if ctx.base_seq else 0
+    matcher.applied = ctx.folded_seq(pid)
     if keep:
         _RESIDENT[(pid, worker)] = (ctx.residency[(pid, worker)], matcher)
     return matcher
@@ -310,7 +313,6 @@ def warm_indexes(ctx: JoinContext, router: Any, copies: int, index: int,
     static records come as ``copies`` tasks (as many as cores) that run at once, one in each
     process: every process then holds what any join task it is given will need.
     """
-
     worker = index // copies
     built = 0
     router.value  # noqa: B018 - a broadcast loads on first access, once per process
