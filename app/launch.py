@@ -137,36 +137,59 @@ def fatal_failure(text: str, cfg: Config) -> str | None:
 
 
 class WorkerCancelTraces:
-    """Leaves out of a stream of lines the traceback pyspark's worker daemon prints when Spark
-    cancels a task while its Python worker is finishing (the JVM closes the worker's socket:
-    ``EOFError`` in ``daemon.py``). Spark cancels the running tasks of a query that failed or
-    was stopped, and says why itself; a Kafka outage would otherwise end in a Python traceback
-    per worker. Every other traceback passes unchanged."""
+    """Leaves out of a stream of lines the tracebacks pyspark's worker daemon prints when Spark
+    cancels a task while its Python worker is finishing: the JVM closes the worker's socket, so
+    the worker or the daemon ends on ``EOFError`` (reading) or ``BrokenPipeError`` (writing its
+    last output: over a Unix domain socket a write to a closed peer fails at once), possibly
+    chained to the exception the worker was reporting, possibly after the daemon's "failed to
+    flush the output to the worker process". Spark cancels the running tasks of a query that
+    failed or was stopped, and says why itself; a Kafka outage would otherwise end in a Python
+    traceback per worker. A block is left out only when a frame is in pyspark's ``daemon.py``
+    and its last exception is one of a closed socket; every other line passes unchanged."""
 
-    MOST = 200  # lines held back at most; a longer traceback passes as it is
+    MOST = 400  # lines held back at most; a longer block passes as it is
+    FLUSH = b"PySpark daemon failed to flush the output to the worker process:"
+    START = b"Traceback (most recent call last):"
+    CHAIN = (b"During handling of the above exception, another exception occurred:",
+             b"The above exception was the direct cause of the following exception:")
+    CLOSED = (b"EOFError", b"BrokenPipeError", b"ConnectionResetError")
 
     def __init__(self) -> None:
         self._held: list[bytes] = []
+        self._last: bytes | None = None  # the exception line the held block may end with
 
     def feed(self, line: bytes) -> list[bytes]:
         """The lines to pass on now, given the next one."""
         if not self._held:
-            if line.startswith(b"Traceback (most recent call last):"):
+            if line.startswith((self.FLUSH, self.START)):
                 self._held = [line]
                 return []
             return [line]
-        if line[:1] in (b" ", b"\t") and len(self._held) < self.MOST:
+        if len(self._held) >= self.MOST:
+            held, self._held, self._last = self._held, [], None
+            return [*held, *self.feed(line)]
+        text = line.strip()
+        if self._last is None:  # inside a traceback: frames, chain markers, blank lines
             self._held.append(line)
+            if line[:1] not in (b" ", b"\t") and text and not text.startswith(self.START) \
+                    and text not in self.CHAIN:
+                self._last = text
             return []
-        held, self._held = self._held, []
-        if line.strip() == b"EOFError" and any(b"pyspark/daemon.py" in h for h in held):
+        if not text or text in self.CHAIN:  # after an exception line: a chain may go on
+            self._held.append(line)
+            if text:
+                self._last = None
             return []
-        return [*held, *self.feed(line)]
+        return [*self.flush(), *self.feed(line)]
 
     def flush(self) -> list[bytes]:
-        """The lines still held back, at the end of the stream."""
-        held, self._held = self._held, []
-        return held
+        """The block held back (at the end of the stream, or once the next line shows where it
+        ended): nothing when it is a cancelled worker's."""
+        held, last = self._held, self._last
+        self._held, self._last = [], None
+        closed = last is not None and last.startswith(self.CLOSED) \
+            and any(b"pyspark/daemon.py" in h for h in held)
+        return [] if closed else held
 
 
 class FatalWatch:

@@ -96,6 +96,31 @@ def test_the_traceback_of_a_cancelled_python_worker_is_left_out():
     assert sink.getvalue() == b"".join([b"a\n", b"b\n", *other, *DAEMON_EOF[:3]])
 
 
+FLUSH_BROKEN = [b"PySpark daemon failed to flush the output to the worker process:\n",
+                b"Traceback (most recent call last):\n",
+                b'  File "/x/pyspark/daemon.py", line 95, in worker\n',
+                b"    outfile.flush()\n", b"BrokenPipeError: [Errno 32] Broken pipe\n", b"\n"]
+CHAINED = [b"Traceback (most recent call last):\n", b'  File "/x/pyspark/worker.py", line 9\n',
+           b"OSError: the task was cancelled\n", b"\n",
+           b"During handling of the above exception, another exception occurred:\n", b"\n",
+           b"Traceback (most recent call last):\n",
+           b'  File "/x/pyspark/daemon.py", line 262, in manager\n',
+           b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+
+
+def test_a_cancelled_workers_broken_pipe_is_left_out_chained_or_after_a_flush_failure():
+    # the same blocks ending in another error, or without a daemon frame, stay
+    other = [*FLUSH_BROKEN[:4], b"ValueError: bad\n", b"\n"]
+    no_daemon = [CHAINED[0], CHAINED[1], CHAINED[-1]]
+    lines = [b"a\n", *FLUSH_BROKEN, b"b\n", *CHAINED, *other, *no_daemon, b"c\n", *CHAINED]
+    source, sink = io.BytesIO(b"".join(lines)), io.BytesIO()
+    watch = FatalWatch()
+    watch.follow(source, sink)
+    watch.join()
+    # the last block ends the stream complete: it goes too
+    assert sink.getvalue() == b"".join([b"a\n", b"b\n", *other, *no_daemon, b"c\n"])
+
+
 class _DyingJvm:
     """A fake spark-submit whose JVM prints an OutOfMemoryError and exits as HotSpot does."""
 
