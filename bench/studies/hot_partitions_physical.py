@@ -21,6 +21,7 @@ average over each mode's streaming time. Prints the table.
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 import sys
@@ -148,11 +149,19 @@ def summarise(out: Path, load_log: Path | None = None) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (1, 2):
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    for r in summarise(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else None):
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.studies.hot_partitions_physical",
+        description="Summarise the paper harness's physical hot-partition runs into "
+                    "summary.csv (per point and mode: throughput, ratios, decisions).")
+    parser.add_argument("results", type=Path,
+                        help="the directory `geops bench paper --out` wrote; summary.csv goes"
+                             " there")
+    parser.add_argument("load_log", type=Path, nargs="?",
+                        help="optional 1-minute load average log taken during the runs")
+    args = parser.parse_args(argv)
+    if not (args.results / "runs.csv").exists() and not (args.results / "runs.csv.gz").exists():
+        parser.error(f"results: {args.results} has no runs.csv(.gz) of `geops bench paper`")
+    for r in summarise(args.results, args.load_log):
         print(f"{r['pipeline']} skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
               f"n {r['repeats']} thr {r['throughput_mean']:,.0f} "
               f"({r['throughput_min']:,.0f}-{r['throughput_max']:,.0f}) "

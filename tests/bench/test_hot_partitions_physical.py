@@ -8,7 +8,7 @@ import pytest
 
 from bench.paper.plan import ADAPTIVE, FULL_SIZES, HOT_SPOT, REPLICATE, full_plan
 from bench.paper.rows import write_csv
-from bench.studies.hot_partitions_physical import summarise
+from bench.studies.hot_partitions_physical import main, summarise
 
 THR = {"Static STAL": (1000.0, 1100.0), "Dynamic LB STAL": (1100.0, 1100.0),
        REPLICATE: (1500.0, 1650.0)}
@@ -70,3 +70,10 @@ def test_pipelines_are_points_of_their_own_and_iso_load_logs_are_read(tmp_path: 
     assert rows[("RIsPS", ADAPTIVE)]["over_static"] == pytest.approx(0.9)
     assert rows[("RIsPS", ADAPTIVE)]["load1_mean"] == pytest.approx(2.0)
     assert rows[("sPS", ADAPTIVE)]["load1_mean"] == pytest.approx(5.0)
+
+
+def test_a_directory_without_runs_is_refused_by_name(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path)])
+    assert stop.value.code == 2
+    assert f"results: {tmp_path} has no runs.csv" in capsys.readouterr().err
