@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, REPLICATE, STATIC_STAL
-from bench.paper.rows import iter_rows, read_rows, write_csv
+from bench.paper.rows import iter_rows, read_rows, stored, write_csv
 from bench.tables import cell
 
 MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE, REPLICATE)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("load_log", type=Path, nargs="?",
                         help="optional 1-minute load average log taken during the runs")
     args = parser.parse_args(argv)
-    if not (args.results / "runs.csv").exists() and not (args.results / "runs.csv.gz").exists():
+    if not stored(args.results / "runs.csv"):
         parser.error(f"results: {args.results} has no runs.csv(.gz) of `geops bench paper`")
     for r in summarise(args.results, args.load_log):
         print(f"{r['pipeline']} skew {r['skew']} hp {r['hot_partitions'] or '-'} {r['mode']:<26} "
