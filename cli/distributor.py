@@ -27,8 +27,8 @@ the epoch and assignment the app reports (decision `resync`).
 
 --policy picks the new assignment: replicate (default) gives a partition hotter than a
 worker's fair share several owners (its stream items split among them) and moves the rest;
-greedy (the paper's) only moves; llfd, minmig, mixed are seed 004's migration-aware movers
-(distributor/README.md#policies).
+greedy (the paper's) only moves; llfd, minmig, mixed are the migration-aware movers of Fang
+et al. (HPDC 2017) (distributor/README.md#policies).
 
 Logs one line per decision on stderr. SIGINT/SIGTERM stop it cleanly. Exit codes: 0 stopped,
 1 Kafka unreachable or a topic missing (create them with `geops topics create`), 2 bad option,

@@ -86,9 +86,12 @@ JOINS = Choices("join", {
 })
 POLICIES = Choices("policy", {
     "greedy": "minimise the busiest worker's load with the fewest moves",
-    "llfd": "move the heaviest partitions off overloaded workers (seed 004 LLFD)",
-    "minmig": "move the most load per static byte off overloaded workers (seed 004 MinMig)",
-    "mixed": "MinMig keeping few partitions away from their initial worker (seed 004 Mixed)",
+    "llfd": "move the heaviest partitions off overloaded workers (LLFD of Fang et al., "
+            "HPDC 2017)",
+    "minmig": "move the most load per static byte off overloaded workers (MinMig of Fang et "
+              "al., HPDC 2017)",
+    "mixed": "MinMig keeping few partitions away from their initial worker (Mixed of Fang et "
+             "al., HPDC 2017)",
     "replicate": "give partitions above the fair share several owners, move the rest (MinMig)",
 })
 METRICS = Choices("metric", {

@@ -2,8 +2,9 @@
 
 To add one, implement ``Policy`` (or ``OwnersPolicy``, when it may give a partition several
 owners) in its own module, name it in ``config/choices.py`` (``POLICIES``) and list its factory
-here. ``greedy`` is the paper's; ``llfd``, ``minmig`` and ``mixed`` are seed 004's
-migration-aware family (``migration.py``); ``replicate`` adds replication of hot partitions.
+here. ``greedy`` is the paper's; ``llfd``, ``minmig`` and ``mixed`` are the migration-aware
+family of Fang et al., HPDC 2017 (``migration.py``); ``replicate`` adds replication of hot
+partitions.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``llfd``: seed 004's basic workflow with the highest-load-first criterion.
+"""``llfd``: the basic workflow of Fang et al. (HPDC 2017) with the highest-load-first criterion.
 
 Takes the largest partitions off every worker above ``(1 + theta) x`` the mean load and places
 them, largest first, on the least-loaded worker where they fit (LLFD with Adjust,

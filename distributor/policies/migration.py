@@ -1,7 +1,7 @@
-"""The common workflow of the migration-aware policies (seed 004: Fang et al., HPDC 2017).
+"""The common workflow of the migration-aware policies (Fang et al., HPDC 2017).
 
-Seed 004 balances keys of a stateful operator with a bounded routing table; here the "keys"
-are static partitions (or, for a replicated partition, each of its k owners' shares: a
+Fang et al. balance keys of a stateful operator with a bounded routing table; here the "keys" are
+static partitions (or, for a replicated partition, each of its k owners' shares: a
 *piece* of load ``load / k``), the migration cost of a piece is its partition's static bytes
 (what a STAL move ships to the new owner), and an instance is a worker. With
 ``L_max = (1 + theta) * mean worker load`` every policy of this family runs:
@@ -50,7 +50,7 @@ Criterion = Callable[[float, float], float]
 
 
 def by_load(share: float, size: float) -> float:
-    """Highest load first (seed 004's LLFD and MinTable criterion): fewest pieces moved."""
+    """Highest load first (Fang et al.'s LLFD and MinTable criterion): fewest pieces moved."""
     return share
 
 
@@ -216,7 +216,7 @@ def _prune(loads: list[float], old: list[Owners], new: list[Owners], workers: in
 def _exchangeable(d: int, p: int, members: list[set[int]], share: list[float],
                   prio: list[float], wl: list[float], lmax: float, eps: float
                   ) -> tuple[int, ...] | None:
-    """Seed 004's exchangeable set: pieces on ``d`` strictly smaller than ``p``'s, by psi, just
+    """Fang et al.'s exchangeable set: pieces on ``d`` strictly smaller than ``p``'s, by psi, just
     enough that ``p`` fits on ``d`` under ``lmax``; None when no such set exists."""
     need = wl[d] + share[p] - lmax - eps
     chosen: list[int] = []

@@ -1,4 +1,5 @@
-"""``minmig``: seed 004's MinMig, the migration-minimising member of the LLFD family.
+"""``minmig``: MinMig of Fang et al. (HPDC 2017), the migration-minimising member of the LLFD
+family.
 
 The same workflow as ``llfd`` (``policies.migration``), but the partitions taken off an
 overloaded worker, and the order of the exchangeable sets, follow MinMig's priority

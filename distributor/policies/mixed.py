@@ -1,7 +1,8 @@
-"""``mixed``: seed 004's Mixed algorithm, MinMig with a bounded "routing table".
+"""``mixed``: the Mixed algorithm of Fang et al. (HPDC 2017), MinMig with a bounded "routing
+table".
 
-In seed 004 a key off its hash home needs a routing-table entry and the table is bounded
-(``A_max``). Here a partition's *home* is its worker in the initial assignment
+There a key off its hash home needs a routing-table entry and the table is bounded (``A_max``).
+Here a partition's *home* is its worker in the initial assignment
 (``schemas.assignment.initial_assignment``: contiguous spatial blocks), and an *entry* is a
 partition owned by anything else than its home alone. Mixed runs MinMig; while the result has
 more than ``table_max`` entries, it starts again from the owners in force with n entries sent
