@@ -41,7 +41,10 @@ def register_churn(benches: argparse._SubParsersAction) -> None:
                    help=f"comma-separated, of {','.join(STRATEGIES)} (default sPIS,RIsPS)")
     a.add_argument("--joins", default="STAL,STRL", metavar="LIST",
                    help=f"comma-separated, of {','.join(JOINS)} (default both)")
-    live.add_app_arguments(a)
+    # time to effect is counted in triggers: a fixed interval
+    # time to effect is counted in triggers: a fixed interval (bench.live.churn_run's
+    # CHURN_TRIGGER, not imported here so that --help stays quick)
+    live.add_app_arguments(a, trigger="500ms")
     c = p.add_argument_group("levels")
     c.add_argument("--change-rates", default="0,100,1000,10000", metavar="LIST",
                    help="subscription changes/s of the levels (default 0,100,1000,10000; "

@@ -64,7 +64,7 @@ def _delivery(args: argparse.Namespace) -> int:
         raise CommandError("--write-only needs --write-batches above 0", EXIT_USAGE)
     if args.backlog_rate <= 0 or (args.rate is not None and args.rate <= 0):
         raise CommandError("--backlog-rate and --rate must be positive", EXIT_USAGE)
-    live.duration(args.trigger, "--trigger")
+    live.duration(args.trigger, "--trigger", zero=True)
     given, kafka_props = live.kafka_settings(args)
     spec = DeliverySpec(
         out=Path(args.out), repeats=args.repeats, subscriptions=args.subscriptions,

@@ -87,6 +87,12 @@ def register_live(benches: argparse._SubParsersAction) -> None:
                         "sustainable rate to it (60000; 0: skip)")
     s.add_argument("--levels", default="50,70,90", metavar="LIST",
                    help="percentages of the maximum to offer (default 50,70,90)")
+    s.add_argument("--rates", default="", metavar="LIST",
+                   help="steady: also offer each of these fixed rates (publications/s) for "
+                        "--duration after the levels, e.g. 1000")
+    s.add_argument("--idle", default="0s", metavar="D",
+                   help="steady: at the end, measure the CPU the app and the broker use while "
+                        "no publication arrives for D (default 0s: skip)")
     s.add_argument("--duration", default="60s", metavar="D",
                    help="length of each level / of the rebalance phase / of each phase of the "
                         "moving hot spot (60s)")
@@ -121,13 +127,15 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGrou
     return w
 
 
-def add_app_arguments(a: argparse._ArgumentGroup) -> None:
-    """The app's options other than its strategy and join."""
+def add_app_arguments(a: argparse._ArgumentGroup, trigger: str = "0s") -> None:
+    """The app's options other than its strategy and join; ``trigger``: the default of
+    --trigger (the app's own, 0s, unless a benchmark counts in triggers)."""
     a.add_argument("--workers", type=positive_int, default=2, metavar="W", help="(default 2)")
     a.add_argument("--partitions", type=positive_int, default=64, metavar="P",
                    help="static partitions (default 64)")
     a.add_argument("--partitioner", choices=choices.PARTITIONERS, default="kdbtree")
-    a.add_argument("--trigger", default="500ms", help="micro-batch interval (default 500ms)")
+    a.add_argument("--trigger", default=trigger,
+                   help=f"micro-batch interval (default {trigger}; 0s: back to back)")
     a.add_argument("--master", help="Spark master (default local[W])")
 
 
@@ -170,13 +178,16 @@ def run_bench(name: str, main, spec, exceptions: tuple[type[BaseException], ...]
     return 0
 
 
-def duration(text: str, flag: str) -> float:
+def duration(text: str, flag: str, zero: bool = False) -> float:
+    """``text`` in seconds; positive (or, with ``zero``, at least 0), else a usage error
+    naming ``flag``."""
     try:
         value = config.parse_duration(text)
     except ValueError as exc:
         raise CommandError(f"{flag}: {exc}", EXIT_USAGE) from None
-    if value <= 0:
-        raise CommandError(f"{flag} must be positive, got {text!r}", EXIT_USAGE)
+    if value < 0 or (value == 0 and not zero):
+        raise CommandError(f"{flag} must be {'0 or more' if zero else 'positive'}, got "
+                           f"{text!r}", EXIT_USAGE)
     return value
 
 
@@ -191,9 +202,17 @@ def build_spec(args: argparse.Namespace):
                            EXIT_USAGE) from None
     if not levels or any(not 0 < v <= 2 for v in levels):
         raise CommandError("--levels: each must be in (0, 200]", EXIT_USAGE)
+    try:
+        rates = tuple(float(x) for x in args.rates.split(",") if x.strip())
+    except ValueError:
+        raise CommandError(f"--rates: expected publications/s, got {args.rates!r}",
+                           EXIT_USAGE) from None
+    if any(r <= 0 for r in rates):
+        raise CommandError(f"--rates: each must be positive, got {args.rates!r}", EXIT_USAGE)
+    idle = duration(args.idle, "--idle", zero=True)
     sweep = tuple(x.strip() for x in args.trigger_sweep.split(",") if x.strip())
     for t in (args.trigger, *sweep):
-        duration(t, "--trigger")
+        duration(t, "--trigger", zero=True)
     if not 0.5 <= args.skew < 1:
         raise CommandError("--skew must be in [0.5, 1)", EXIT_USAGE)
     if args.hot_workers >= args.workers and args.scenario == "rebalance":
@@ -222,7 +241,7 @@ def build_spec(args: argparse.Namespace):
         step_s=duration(args.step, "--step"), start_rate=args.start_rate,
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
         max_growth_s=args.max_growth, max_rate=args.max_rate, backlog=args.backlog,
-        levels=levels,
+        levels=levels, rates=rates, idle_s=idle,
         duration_s=duration(args.duration, "--duration"), trigger_sweep=sweep,
         skew=args.skew, hot_workers=args.hot_workers, shifts=args.shifts,
         distributor_mode=args.distributor_mode, bootstrap_servers=given,

@@ -119,7 +119,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.partitioner", "app", "GEOPS_APP_PARTITIONER", "--partitioner", parse_str,
             "spatial partitioner", choices=PARTITIONERS.names),
     Setting("app.trigger", "app", "GEOPS_APP_TRIGGER", "--trigger", parse_duration,
-            "micro-batch trigger interval, e.g. 500ms", check=positive),
+            "micro-batch trigger interval: 0 = the next batch as soon as the last is done and "
+            "publications wait (idle, the query looks for new ones every "
+            "spark.sql.streaming.pollingDelay); e.g. 500ms for a fixed interval",
+            check=at_least(0)),
     Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
             "--max-records-per-trigger", parse_int, "records per micro-batch (0 = no limit)",
             check=at_least(0)),

@@ -31,6 +31,41 @@ def latency_summary(latencies_ms: Sequence[float] | np.ndarray) -> dict[str, flo
             "max": float(a.max()), "mean": float(a.mean())}
 
 
+# -- the cost of a batch ----------------------------------------------------------------------
+
+# A batch of at most this many records is a small (live) one: its fit gives the fixed cost that
+# a person watching a geofence waits for, unmixed with the backlog's large batches.
+SMALL_BATCH = 5_000
+
+
+def fit(records: Sequence[float], ms: Sequence[float]) -> tuple[float, float, float]:
+    """Least squares ms = fixed + per_record × records: (fixed ms, per-record ms, R²)."""
+    x, y = np.asarray(records, float), np.asarray(ms, float)
+    a = np.column_stack([np.ones_like(x), x])
+    (fixed, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
+    ss = float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - float(((y - a @ (fixed, slope)) ** 2).sum()) / ss if ss > 0 else float("nan")
+    return float(fixed), float(slope), r2
+
+
+def batch_cost(batches: Sequence[Mapping]) -> dict[str, float | int | None]:
+    """Fixed and per-record cost of the batch function (``BatchSummary.duration_ms`` against
+    its records) over the batches with records, and the median of the small ones (at most
+    ``SMALL_BATCH`` records). The line is None unless at least three batches whose sizes span
+    a factor of 4 or more fix it: over a narrow range its intercept means nothing."""
+    rows = [(float(b["records"]), float(b["duration_ms"])) for b in batches if b["records"]]
+    small = [r for r in rows if r[0] <= SMALL_BATCH]
+    sizes = [x for x, _ in rows]
+    line = (fit(sizes, [y for _, y in rows])
+            if len(rows) >= 3 and max(sizes) >= 4 * min(sizes) else None)
+    return {"batches": len(rows), "small_batches": len(small),
+            "fixed_ms": line[0] if line else None,
+            "us_per_record": line[1] * 1000 if line else None,
+            "r2": line[2] if line else None,
+            "small_median_ms": float(np.median([y for _, y in small])) if small else None,
+            "small_median_records": float(np.median([x for x, _ in small])) if small else None}
+
+
 def per_second(times_ms: np.ndarray, values: np.ndarray, t0_ms: int, seconds: int
                ) -> list[dict[str, float | None]]:
     """Latency summary per whole second since ``t0_ms`` (by ``times_ms``, e.g. event time)."""

@@ -217,7 +217,7 @@ def effect_summary(written_ms: np.ndarray, effect: Effect, trigger_ms: float) ->
 
 
 def _div(v: float | None, d: float) -> float | None:
-    return None if v is None else v / d
+    return None if v is None or d <= 0 else v / d
 
 
 # -- against the level without changes -------------------------------------------------------

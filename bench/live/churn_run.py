@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +33,16 @@ from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload
 from schemas import codec
 
+CHURN_TRIGGER = "500ms"
+
 
 @dataclass(frozen=True)
 class ChurnSpec(BenchEnv):
-    """Everything the command line chose."""
+    """Everything the command line chose. Time to effect is counted in triggers, so the app
+    runs a fixed interval here (``CHURN_TRIGGER``), not its default of back-to-back batches."""
 
+    app: AppOptions = field(default_factory=lambda: AppOptions(trigger=CHURN_TRIGGER),
+                            kw_only=True)
     out: Path
     cells: tuple[tuple[str, str], ...] = (("sPIS", "STAL"), ("sPIS", "STRL"),
                                           ("RIsPS", "STAL"), ("RIsPS", "STRL"))

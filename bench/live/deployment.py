@@ -38,7 +38,7 @@ class AppOptions:
     workers: int = 2
     partitions: int = 64
     partitioner: str = "kdbtree"
-    trigger: str = "500ms"
+    trigger: str = "0s"  # the app's default
     master: str | None = None
     delivery: str | None = None  # the app's --delivery; None: its configured default
 

@@ -208,6 +208,29 @@ def _backlog_md(max_rate: float, backlog: dict | None, producer_cpu: float | Non
             "during the search.", ""]
 
 
+def _cost_md(cost: dict | None, idle: dict | None) -> list[str]:
+    """The batch function's fixed and per-record cost, and the idle app's CPU."""
+    lines = []
+    if cost and cost.get("fixed_ms") is not None:
+        lines.append(f"**Cost of a batch** (the batch function, `BatchSummary.duration_ms`, "
+                     f"least squares over the {cost['batches']} batches with records): "
+                     f"**{cost['fixed_ms']:,.0f} ms fixed + {cost['us_per_record']:,.0f} µs "
+                     f"per record** (R² {cost['r2']:.2f}). Spark's own part of a trigger "
+                     "(offsets, its offset and commit logs, planning: ~40 ms in "
+                     "`docs/results/live/costs`) comes on top.")
+    elif cost:
+        lines.append(f"**Cost of a batch**: no line, the sizes of the {cost['batches']} "
+                     "batches with records span less than a factor of 4.")
+    if cost and cost.get("small_median_ms") is not None:
+        lines.append(f"Batches of at most {calc.SMALL_BATCH:,} records "
+                     f"({cost['small_batches']}): median {cost['small_median_ms']:,.0f} ms "
+                     f"for a median of {cost['small_median_records']:,.0f} records.")
+    if idle:
+        lines.append(f"**Idle** for {idle['seconds']:.0f} s at the end: the app's processes "
+                     f"used {idle['app']:.1%} of a core, the broker {idle['broker']:.1%}.")
+    return [" ".join(lines), ""] if lines else []
+
+
 def latency_table(sums: Sequence[dict]) -> list[str]:
     header = ["phase", "trigger", "offered pub/s", "processed pub/s", "matched", "p50 ms",
               "p95 ms", "p99 ms", "max ms", "lag max", "batch ms (mean)", "batch interval ms",
@@ -258,8 +281,10 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
              *_search_md(result["max_rate"], result["verdicts"], spec),
              *_backlog_md(result["max_rate"], result.get("backlog"),
                           result.get("producer_cpu")),
-             f"Each level offered for {spec.duration_s:.0f} s:", "",
+             f"Each level{' and rate' if spec.rates else ''} offered for "
+             f"{spec.duration_s:.0f} s:", "",
              *latency_table(sums), "", LEGEND, "",
+             *_cost_md(result.get("cost"), result.get("idle")),
              "Files: `search.csv` (the search steps), `latency.csv` (this table), "
              "`timeline.csv` (per second: offered, processed, lag, latency p50/p99), "
              "`batches.csv` (every BatchSummary), `latency_raw.csv.xz` (every matched "

@@ -59,6 +59,8 @@ class LiveSpec(BenchEnv):
     max_rate: float | None = None        # skip the search
     backlog: int = 60_000                # steady: publications drained for the ratio; 0: none
     levels: tuple[float, ...] = (0.5, 0.7, 0.9)
+    rates: tuple[float, ...] = ()        # steady: fixed rates offered after the levels
+    idle_s: float = 0.0                  # steady: CPU of the idle app measured this long
     duration_s: float = 60.0
     trigger_sweep: tuple[str, ...] = ()
     skew: float = 0.9
@@ -293,6 +295,9 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
         for level in spec.levels:
             phases.append(phase(s, pub, f"{level:.0%} of max", nice(level * best),
                                 spec.duration_s, log, level))
+        for rate in spec.rates:
+            phases.append(phase(s, pub, f"{rate:,.0f}/s", rate, spec.duration_s, log))
+        idle = idle_cpu(s, spec.idle_s, log) if spec.idle_s else None
         pub.close()
         bench.end(s)
         for trigger in spec.trigger_sweep:
@@ -304,10 +309,28 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
                                 spec.duration_s, log, 0.7))
             pub.close()
             bench.end(s)
+    cost = calc.batch_cost([b for p in phases for b in p.batches])
+    if cost["fixed_ms"] is not None:
+        log(f"cost of the batch function over {cost['batches']} batches: "
+            f"{cost['fixed_ms']:,.0f} ms + {cost['us_per_record']:,.0f} µs per record "
+            f"(R² {cost['r2']:.2f})")
     result = {"max_rate": best, "verdicts": verdicts, "phases": phases, "backlog": backlog,
-              "producer_cpu": producer_cpu}
+              "producer_cpu": producer_cpu, "cost": cost, "idle": idle}
     live_report.write_steady(spec, result, log)
     return result
+
+
+def idle_cpu(s: Session, seconds: float, log: Log) -> dict[str, float]:
+    """Share of a core the app's processes and the broker use while no publication arrives
+    for ``seconds`` (what the trigger costs when the stream is idle)."""
+    s.drain()
+    before, t0 = s.cpu_seconds(), time.monotonic()
+    time.sleep(seconds)  # the measurement itself: CPU over a fixed idle window
+    after, took = s.cpu_seconds(), time.monotonic() - t0
+    share = {k: (after[k] - before[k]) / took for k in after}
+    log(f"idle for {took:.0f} s: the app used {share['app']:.1%} of a core, the broker "
+        f"{share['broker']:.1%}")
+    return {"seconds": took, **share}
 
 
 def nice(rate: float) -> float:

@@ -48,12 +48,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.live.calc import SMALL_BATCH as SMALL
+from bench.live.calc import fit
 from bench.studies import eventlog
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 BATCH_KEY = "streaming.sql.batchId"
-SMALL = 5000   # records: the live batches, fitted alone as a check of the line
 SUMMARIES = "summaries.jsonl"   # the run's BatchSummary records, captured by ``run``
 # "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, 5607 ms"
 BATCH_LINE = re.compile(r"batch (\d+) epoch \d+: (\d+) records, .* (\d+) ms$")
@@ -211,16 +212,6 @@ def batch_rows(event_lines: Sequence[str], summaries: Iterable[Mapping[str, Any]
 
 
 # -- the fit ------------------------------------------------------------------------------------
-
-def fit(records: Sequence[float], ms: Sequence[float]) -> tuple[float, float, float]:
-    """Least squares ms = fixed + per_record × records: (fixed ms, per-record ms, R²)."""
-    x, y = np.asarray(records, float), np.asarray(ms, float)
-    a = np.column_stack([np.ones_like(x), x])
-    (fixed, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - float(((y - a @ (fixed, slope)) ** 2).sum()) / ss if ss > 0 else float("nan")
-    return float(fixed), float(slope), r2
-
 
 def cost_table(rows: Sequence[Mapping[str, Any]], skip: int = 3
                ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:

@@ -185,11 +185,23 @@ def test_match_event_time_reads_past_the_array(subs):
 
 @pytest.mark.integration
 @pytest.mark.slow
+def test_batch_cost_fits_a_line_only_over_a_spread_of_sizes():
+    batches = [{"records": n, "duration_ms": 120 + 0.1 * n} for n in (200, 400, 2000, 8000)]
+    batches.append({"records": 0, "duration_ms": 5})  # an empty batch is no evidence
+    cost = calc.batch_cost(batches)
+    assert cost["batches"] == 4 and cost["small_batches"] == 3
+    assert cost["fixed_ms"] == pytest.approx(120) and cost["us_per_record"] == pytest.approx(100)
+    assert cost["small_median_ms"] == pytest.approx(160) and cost["small_median_records"] == 400
+    narrow = calc.batch_cost([{"records": n, "duration_ms": 300 - n / 10} for n in (500, 600, 700)])
+    assert narrow["fixed_ms"] is None and narrow["small_median_ms"] == pytest.approx(240)
+    assert calc.batch_cost([])["fixed_ms"] is None
+
+
 def test_tiny_live_bench_end_to_end(tmp_path: Path):
     result, out, work = run_geops_bench(
         tmp_path, "live", "--subscriptions", "300", "--pool", "2000", "--step", "4s",
         "--bisections", "1", "--start-rate", "1000", "--duration", "4s", "--levels", "50,90",
-        "--backlog", "4000")
+        "--backlog", "4000", "--rates", "300", "--idle", "2s")
     assert "search step 1" in result.stderr and "maximum sustainable rate" in result.stderr
     assert "maximum sustainable rate / backlog throughput:" in result.stderr
     for name in ("README.md", "search.csv", "latency.csv", "timeline.csv", "batches.csv",
@@ -197,7 +209,8 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
         assert (out / name).stat().st_size > 0, name
     with open(out / "latency.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["level"] for r in rows] == ["0.5", "0.9"]
+    assert [r["level"] for r in rows] == ["0.5", "0.9", ""]
+    assert rows[2]["label"] == "300/s" and float(rows[2]["offered_rate"]) == 300
     assert all(int(r["matched"]) > 0 and float(r["p99_ms"]) > 0 for r in rows)
     with open(out / "search.csv") as fh:
         steps = list(csv.DictReader(fh))
@@ -209,6 +222,8 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
     readme = (out / "README.md").read_text()
     assert "Maximum sustainable rate" in readme and "geops bench live" in readme
     assert "maximum sustainable rate / backlog throughput = " in readme
+    assert "**Cost of a batch**" in readme and "**Idle** for " in readme
+    assert "idle for " in result.stderr and "of a core" in result.stderr
     assert_nothing_left(work)  # everything it started is gone
 
 

@@ -132,7 +132,7 @@ CASES = [
     (["tail"], ["--topic"]),
     # app (checked before spark-submit starts)
     (["app", "--trigger", "soon"], ["--trigger", "soon"]),
-    (["app", "--trigger", "0"], ["--trigger", "0"]),
+    (["app", "--trigger", "2x"], ["--trigger", "2x"]),
     (["app", "--trigger", "99999999999h"], ["--trigger", "99999999999h"]),
     (["app", "--workers", "-1"], ["--workers", "-1"]),
     (["app", "--partitions", "0"], ["--partitions", "0"]),
