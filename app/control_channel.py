@@ -90,7 +90,9 @@ class ControlChannel:
             raise RuntimeError("call recover() before poll()")
         best: Command | None = None
         while True:
-            msgs = self._consumer.consume(1000, timeout=0.01)
+            # The client fetches the assigned partition in the background, so what has arrived
+            # is already here: waiting for more (it waited 10 ms) cost every batch that long.
+            msgs = self._consumer.consume(1000, timeout=0)
             if not msgs:
                 return best
             for msg in msgs:
