@@ -1,6 +1,6 @@
-"""The verdicts of the results README: the issue's targets, the paper's claims, how complete a
-matrix is, how its Dynamic LB STAL runs rebalanced, the first-period A/B and the simulation's
-claims, each computed from the rows of the results CSVs (``bench.paper.rows``).
+"""The verdicts of the results README: the targets the project set, the paper's claims, how
+complete a matrix is, how its Dynamic LB STAL runs rebalanced, the first-period A/B and the
+simulation's claims, each computed from the rows of the results CSVs (``bench.paper.rows``).
 
 Comparisons of modes use only the repeats every compared point has (see ``_common``).
 ``bench.paper.paper_report`` renders these as Markdown.
