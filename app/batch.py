@@ -32,8 +32,16 @@ from app.metrics import latency_stats, layout_record
 from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
+from app.task_read import BatchRanges
 from app.task_records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
-from app.tasks import JoinContext, RouteContext, decode_route_rows, join, warm_indexes
+from app.tasks import (
+    JoinContext,
+    RouteContext,
+    decode_route_rows,
+    join,
+    read_route_join,
+    warm_indexes,
+)
 from app.workers import WorkerCount
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
@@ -108,7 +116,7 @@ class BatchRunner:
                  outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
                  fold_bytes: int, delivery: str = "at-least-once",
-                 follow: WorkerCount | None = None):
+                 follow: WorkerCount | None = None, one_stage_records: int = 0):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -124,6 +132,8 @@ class BatchRunner:
         self.outage_limit = outage_limit
         self.on_data_loss = on_data_loss
         self.fold_bytes = fold_bytes
+        self.one_stage_records = one_stage_records  # 0: every batch through the connector
+        self._one_stage = False  # whether the batch being written ran in one stage
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
         self.feed = feed
@@ -298,14 +308,21 @@ class BatchRunner:
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
                                tuple(self.static.base_seq), seqs, changes)
         self._report_lost(batch_id)
-        read = self._kafka_rows(df)
-        # At most one read task per core: a task costs more than reading a range.
-        if read.getNumPartitions() > self.sc.defaultParallelism:
-            read = read.coalesce(self.sc.defaultParallelism)
-        stream = (read.mapPartitions(partial(decode_route_rows, route_ctx))
-                  .partitionBy(self.workers, by_worker))
-        joined = self.static.for_batch().union(stream)
-        out = joined.mapPartitionsWithIndex(partial(join, join_ctx)).collect()
+        ranges = self._one_stage_ranges(batch_id)
+        self._one_stage = ranges is not None
+        if ranges is not None:  # read, decode and route in the join tasks (app.task_read)
+            job = self.static.for_batch().mapPartitionsWithIndex(
+                partial(read_route_join, route_ctx, join_ctx, ranges))
+        else:
+            read = self._kafka_rows(df)
+            # At most one read task per core: a task costs more than reading a range.
+            if read.getNumPartitions() > self.sc.defaultParallelism:
+                read = read.coalesce(self.sc.defaultParallelism)
+            stream = (read.mapPartitions(partial(decode_route_rows, route_ctx))
+                      .partitionBy(self.workers, by_worker))
+            job = (self.static.for_batch().union(stream)
+                   .mapPartitionsWithIndex(partial(join, join_ctx)))
+        out = job.collect()
         job_ms = (time.perf_counter() - t0) * 1000
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
@@ -316,6 +333,24 @@ class BatchRunner:
                     raise
                 log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
                             attempt + 1, WRITE_ATTEMPTS)
+
+    def _one_stage_ranges(self, batch_id: int) -> BatchRanges | None:
+        """The batch's offset ranges when it runs in one stage (``app.task_read``): at most
+        ``one_stage_records`` offsets, static partitions resident with their owners (STAL;
+        under STRL the static side crosses a shuffle anyway), offsets that must all exist
+        (``--on-data-loss fail``), a start Spark recorded and no partition planned to end
+        below its start (a log that came back shorter: the connector names the loss)."""
+        if (not self.one_stage_records or not JOIN_MODES[self.join_mode].resident
+                or self.on_data_loss != "fail"):
+            return None
+        start = batch_start_offsets(self.checkpoint, batch_id)
+        end = batch_end_offsets(self.checkpoint, batch_id)
+        if not start or lost_ranges(start, end):
+            return None
+        ranges = BatchRanges(self.topics.publications, {int(p): o for p, o in start.items()},
+                             {int(p): o for p, o in end.items()}, dict(self.kafka_conf),
+                             self.outage_limit)
+        return ranges if ranges.records <= self.one_stage_records else None
 
     def _kafka_rows(self, df: DataFrame) -> RDD:
         """The batch's Kafka records as rows of ``READ_COLUMNS`` (what ``decode_route_rows``
@@ -429,7 +464,8 @@ class BatchRunner:
         if records:
             state.last_input = time.monotonic()
         log.info("batch %d epoch %d: %d records, %d items, %d matched, %d dead letters, "
-                 "%.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
+                 "%s, %.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
+                 "one stage" if self._one_stage else "two stages",
                  (time.perf_counter() - t0) * 1000)
 
     def send_layout(self, batch_id: int) -> None:

@@ -271,7 +271,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                          on_data_loss=cfg["app.on_data_loss"], feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
-                         follow=WorkerCount(sc, workers))
+                         follow=WorkerCount(sc, workers),
+                         one_stage_records=cfg["app.one_stage_records"])
     built, took = runner.warm_up()
     log.info("warmed up in %.1f s: the executors' Python processes hold the matching code "
              "and %d resident indexes", took, built)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +18,7 @@ import shapely
 
 from app.faults import fail_task_once
 from app.joins import JOIN_MODES
+from app.task_read import BatchRanges, read_rows
 from app.task_records import (
     Busy,
     Items,
@@ -54,6 +56,9 @@ class RouteContext:
     # Partitions owned by more than one worker: pid -> every owner, the primary first. Their
     # items are split among the owners by publication key (schemas.assignment.owner_index).
     replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # whether this task sends the bad records it finds to the dead-letter topic (of the tasks
+    # that each decode the whole batch, ``read_route_join``, only worker 0's does)
+    dead_letters: bool = True
 
 
 class Record(NamedTuple):
@@ -120,7 +125,7 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
                 good[i] = False
                 reason = "unreadable WKB geometry" if problem == "missing geometry" else problem
                 dead.append((rows[decoded[i]], reason))
-    if dead:
+    if dead and ctx.dead_letters:
         _dead_letter(ctx, dead)
     yield 0, ReadStats(count, len(dead))
     if not good.any():
@@ -301,6 +306,17 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
     if chunks:  # a test's injected failure, after the task's work (app.faults)
         fail_task_once()
     yield Busy(worker, time.perf_counter_ns() - started)
+
+
+def read_route_join(route_ctx: RouteContext, join_ctx: JoinContext, ranges: BatchRanges,
+                    worker: int, records: Iterable[tuple[int, Any]]) -> Iterator[tuple]:
+    """A small batch in one stage (``app.task_read``): read the batch's ranges, decode and
+    route all of them, and join the items of ``worker`` with its static ``records``. The
+    batch's ``ReadStats`` (and its dead letters) come from worker 0's task alone."""
+    ctx = route_ctx if worker == 0 else replace(route_ctx, dead_letters=False)
+    rows = [Record(*row) for row in read_rows(ranges)]
+    mine = ((w, rec) for w, rec in decode_route(ctx, rows) if w == worker)
+    yield from join(join_ctx, worker, chain(records, mine))
 
 
 def warm_indexes(ctx: JoinContext, router: Any, copies: int, index: int,

@@ -123,6 +123,11 @@ SETTINGS: tuple[Setting, ...] = (
             "publications wait (idle, the query looks for new ones every "
             "spark.sql.streaming.pollingDelay); e.g. 500ms for a fixed interval",
             check=at_least(0)),
+    Setting("app.one_stage_records", "app", "GEOPS_APP_ONE_STAGE_RECORDS",
+            "--one-stage-records", parse_int,
+            "a batch of at most this many records is read, decoded and routed in the tasks "
+            "that join it, one stage instead of two (0 = every batch through Spark's "
+            "connector)", check=at_least(0)),
     Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
             "--max-records-per-trigger", parse_int, "records per micro-batch (0 = no limit)",
             check=at_least(0)),

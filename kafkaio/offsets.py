@@ -22,7 +22,7 @@ from confluent_kafka import (
 )
 
 from kafkaio.clients import KafkaUnavailable, consumer, topic_partitions
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, Outage, with_retry
 
 # How long a read's fetch may wait at the end of a partition before the broker answers empty:
 # Apache Kafka answers as soon as a record is there, so this only bounds an idle wait.
@@ -99,22 +99,37 @@ def read_to_end(
     yield from read_between(client_conf, topic, start or {}, ends, outage_limit)
 
 
-def reader_consumer(client_conf: Mapping[str, str]) -> Consumer:
-    """A consumer as ``read_between`` reads with."""
+def reader_consumer(client_conf: Mapping[str, str], exact: bool = False) -> Consumer:
+    """A consumer as ``read_between`` reads with; ``exact``: one that reports a start offset
+    the log no longer holds instead of starting over at its beginning."""
     return consumer(client_conf, **{"enable.partition.eof": True,
-                                    "fetch.wait.max.ms": FETCH_WAIT_MS})
+                                    "fetch.wait.max.ms": FETCH_WAIT_MS,
+                                    **({"auto.offset.reset": "error"} if exact else {})})
 
 
 class RangeReader:
     """A consumer ``read_between`` reuses from call to call (``reuse``), for a caller that reads
     every batch: a new consumer costs a connection and a metadata round trip each time."""
 
-    def __init__(self, client_conf: Mapping[str, str]):
+    def __init__(self, client_conf: Mapping[str, str], exact: bool = False):
         self.conf = dict(client_conf)
-        self.consumer = reader_consumer(self.conf)
+        self.exact = exact  # read ranges that must exist whole (``read_between``'s ``exact``)
+        self.consumer = reader_consumer(self.conf, exact)
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _check_end(c: Consumer, topic: str, partition: int, end: int) -> None:
+    """``DataLoss`` when ``topic[partition]`` now ends below ``end`` (asked of the broker: an
+    end-of-partition event can also be a stale one, of an earlier read of the same consumer)."""
+    try:
+        _, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0)
+    except KafkaException:
+        return  # not answered: the read goes on, within the outage limit
+    if high < end:
+        raise DataLoss(f"{topic}[{partition}] now ends at {high}, below offset {end} that the "
+                       f"batch reads to")
 
 
 def read_between(
@@ -128,8 +143,11 @@ def read_between(
     Offsets that hold no record (compaction, markers) are skipped once a record or the end of
     the log at or past the end is seen. A broker that stops answering is waited for, up to
     ``outage_limit``. ``reuse``: a ``RangeReader`` to read with (assigned here, unassigned
-    after) instead of a new consumer.
+    after) instead of a new consumer. With a ``RangeReader`` made ``exact`` the ranges must
+    exist whole: a start the log no longer holds, or a log that now ends below a range's end
+    (the topic was deleted and created again, or truncated), raises ``DataLoss``.
     """
+    exact = reuse is not None and reuse.exact
     outage = Outage(client_conf.get("bootstrap.servers", "?"), outage_limit)
     begin = {p: start.get(p, OFFSET_BEGINNING) for p in ends}
     todo = {p for p, end in ends.items() if end > 0 and (begin[p] < 0 or begin[p] < end)}
@@ -166,6 +184,9 @@ def read_between(
                 p = msg.partition()
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    if exact and err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        raise DataLoss(f"{topic}[{p}] no longer holds offset {pos.get(p)} "
+                                       f"that the batch starts at: {err.str()}")
                     if err.fatal() or not err.retriable():
                         raise KafkaUnavailable(f"reading {topic}: {err.str()}")
                     continue
@@ -175,6 +196,9 @@ def read_between(
                     left[p] = ends[p] - msg.offset() - 1
                     pos[p] = msg.offset() + 1
                     yield msg
+                if exact and err is not None and msg.offset() < ends[p]:
+                    _check_end(c, topic, p, ends[p])  # the end of the log, or a stale one
+                    continue
                 if msg.offset() + (0 if err else 1) >= ends[p]:
                     todo.discard(p)
                     c.incremental_unassign([TopicPartition(topic, p)])

@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 BATCH_KEY = "streaming.sql.batchId"
 SUMMARIES = "summaries.jsonl"   # the run's BatchSummary records, captured by ``run``
-# "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, 5607 ms"
+# "batch 12 epoch 0: 356 records, 535 items, 356 matched, 0 dead letters, two stages, 5607 ms"
 BATCH_LINE = re.compile(r"batch (\d+) epoch \d+: (\d+) records, .* (\d+) ms$")
 
 # (column, stage, what it covers): the wall time of one batch, in order; sums to ``trigger``.

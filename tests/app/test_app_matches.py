@@ -16,6 +16,7 @@ partition that gets items is shipped to each owner and rebuilt every batch.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 
 import pytest
@@ -31,11 +32,13 @@ pytestmark = pytest.mark.integration
 
 
 # Every strategy once, each join twice; tests/app/test_app_subscription_churn.py runs the other
-# four pairs.
-@pytest.mark.parametrize(("strategy", "join"), [("sPS", "STRL"), ("sPIS", "STAL"),
-                                                ("RIhPS", "STRL"), ("RIsPS", "STAL")])
-def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, workload,
-                                                              kafka_cfg):
+# four pairs. Batches of 250 records run in one stage (app.task_read) under STAL; sPIS STAL
+# also runs every batch through the connector's read stage (--one-stage-records 0).
+@pytest.mark.parametrize(("strategy", "join", "flags"), [
+    ("sPS", "STRL", ()), ("sPIS", "STAL", ("--one-stage-records", "0")),
+    ("RIhPS", "STRL", ()), ("RIsPS", "STAL", ())])
+def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, flags, workload,
+                                                              kafka_cfg, caplog):
     built = build_strategy(strategy, workload.subs, P, "kdbtree")
     plan = replica_plan(busiest(built.router(), workload.pubs))
     load_subscriptions_only(kafka_cfg, workload.subs)
@@ -47,8 +50,14 @@ def test_matches_equal_oracle_with_replicas_added_and_removed(strategy, join, wo
     producer = SteppedProducer(kafka_cfg, workload.pubs, [
         (n // 3, 2, replica_command(2, plan.owners[2])),
         (2 * n // 3, 3, replica_command(3, plan.owners[3]))]).start()
-    assert run_app("--strategy", strategy, "--join", join, "--partitions", str(P),
-                   "--max-records-per-trigger", "250", "--stop-after-idle", "3s") == 0
+    with caplog.at_level(logging.INFO, logger="geops.app"):
+        assert run_app("--strategy", strategy, "--join", join, "--partitions", str(P),
+                       "--max-records-per-trigger", "250", "--stop-after-idle", "3s",
+                       *flags) == 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")
+             and " records, " in r.getMessage()]
+    one_stage = join == "STAL" and not flags
+    assert lines and all(("one stage" in line) == one_stage for line in lines), lines[:3]
     producer.join()
 
     got = matches(kafka_cfg)

@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from kafkaio.clients import KafkaUnavailable, consumer
+from kafkaio.clients import KafkaUnavailable, admin, consumer
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
@@ -128,5 +128,37 @@ def test_read_between_with_one_consumer_reads_each_range_exactly(kafka_cfg):
                             {p: 1_100 for p in range(4)}, 30.0, reuse=reader)]
         writer.join()
         assert sorted(got) == [(p, o) for p in range(4) for o in range(1_000, 1_100)]
+    finally:
+        reader.close()
+
+
+def test_an_exact_reader_reads_ranges_and_names_a_range_the_log_no_longer_holds(kafka_cfg):
+    """The app's one-stage batches read Spark's planned ranges with an exact reader: whole
+    ranges come out as they are, one reused consumer after another; a range past the log's end
+    (the topic came back shorter) and a start below the log's start are DataLoss, never a
+    silent skip or a read from elsewhere."""
+    from kafkaio.offsets import RangeReader, read_between
+    from kafkaio.retry import DataLoss
+
+    create_topics(kafka_cfg, ["publications"])  # 4 partitions
+    topic = kafka_cfg.topic("publications")
+    produce(kafka_cfg, topic, 400, 4)
+    conf = kafka_cfg.kafka_client()
+    reader = RangeReader(conf, exact=True)
+    try:
+        for start, ends in [({p: 0 for p in range(4)}, {p: 60 for p in range(4)}),
+                            ({p: 60 for p in range(4)}, {p: 100 for p in range(4)})]:
+            got = sorted((m.partition(), m.offset()) for m in
+                         read_between(conf, topic, start, ends, 30.0, reuse=reader))
+            assert got == [(p, o) for p in range(4) for o in range(start[p], ends[p])]
+        with pytest.raises(DataLoss, match=rf"{topic}\[2\] now ends at 100, below offset 150"):
+            list(read_between(conf, topic, {2: 90}, {2: 150}, 30.0, reuse=reader))
+        # records below offset 50 of partition 1 deleted, as retention would
+        cut = TopicPartition(topic, 1, 50)
+        admin(conf).delete_records([cut])[cut].result(timeout=30)
+        with pytest.raises(DataLoss, match=rf"{topic}\[1\] no longer holds offset 10"):
+            list(read_between(conf, topic, {1: 10}, {1: 60}, 30.0, reuse=reader))
+        # what is still there reads as before
+        assert len(list(read_between(conf, topic, {1: 50}, {1: 60}, 30.0, reuse=reader))) == 10
     finally:
         reader.close()

@@ -1,0 +1,54 @@
+"""Reading a small batch's publications inside the tasks that join them.
+
+A micro-batch read through Spark's connector is a stage of its own: the read tasks decode and
+route the records and hand each join task its items through a shuffle. For a small batch that
+stage is most of what the batch costs (~60 ms of a ~230 ms batch, and the driver's ~20 ms of
+planning it; ``docs/results/live/costs``). Below ``app.one_stage_records`` records the app
+skips it: every join task reads the batch's offset ranges itself (they are in Spark's offset
+log, written before the batch runs), decodes and routes them all and keeps the items of its
+own worker. Each record is then decoded and routed once per worker instead of once, which is
+why large batches keep the two stages.
+
+The reads use one consumer per Python worker process, kept from batch to batch; they read
+committed records only, as the connector does, and a range the log no longer holds whole is
+``DataLoss`` (the app's ``--on-data-loss fail``; with ``continue`` every batch takes the
+connector, which skips such ranges).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkaio.offsets import RangeReader, read_between
+
+# One consumer per Python worker process: a new one costs a connection and a metadata round
+# trip, more than reading a small batch.
+_READERS: dict[tuple[tuple[str, str], ...], RangeReader] = {}
+
+
+@dataclass(frozen=True)
+class BatchRanges:
+    """A micro-batch's offset ranges of the publications topic, as Spark planned them."""
+
+    topic: str
+    start: dict[int, int]   # partition -> first offset (a partition missing: its beginning)
+    end: dict[int, int]     # partition -> offset after the last
+    kafka_conf: dict[str, str]
+    outage_limit: float
+
+    @property
+    def records(self) -> int:
+        """Offsets in the ranges: an upper bound of the records (markers hold none)."""
+        return sum(max(0, e - self.start.get(p, 0)) for p, e in self.end.items())
+
+
+def read_rows(ranges: BatchRanges) -> list[tuple]:
+    """The records of ``ranges`` as (topic, partition, offset, key, value) rows, the shape
+    ``app.tasks.decode_route`` takes from the connector."""
+    key = tuple(sorted(ranges.kafka_conf.items()))
+    reader = _READERS.get(key)
+    if reader is None:
+        reader = _READERS[key] = RangeReader(ranges.kafka_conf, exact=True)
+    return [(m.topic(), m.partition(), m.offset(), m.key(), m.value())
+            for m in read_between(ranges.kafka_conf, ranges.topic, ranges.start, ranges.end,
+                                  ranges.outage_limit, reuse=reader)]
