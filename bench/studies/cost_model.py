@@ -160,7 +160,8 @@ def _task_sums(tasks: Sequence[dict], stage: dict) -> dict[str, float]:
 
 def batch_rows(event_lines: Sequence[str], summaries: Iterable[Mapping[str, Any]],
                totals: Mapping[int, float]) -> list[dict[str, Any]]:
-    """One row per batch found in all three sources with a two-stage job: records, every
+    """One row per batch found in all three sources: records, ``stages`` (2: a read stage and
+    a join stage; 1: a small batch read in its join tasks, whose read columns are 0), every
     ``STAGES`` and ``TASK_PARTS`` column in ms, and ``trigger`` (Spark's triggerExecution)."""
     jobs, stages, tasks = eventlog.parse(event_lines)
     progress, batch_jobs = progress_and_batch_jobs(event_lines)
@@ -170,29 +171,33 @@ def batch_rows(event_lines: Sequence[str], summaries: Iterable[Mapping[str, Any]
         p = progress.get(b)
         pairs = [(j, pair) for j in batch_jobs.get(b, [])
                  if j in jobs and "end" in jobs[j]
-                 and (pair := eventlog.stage_pair(jobs[j], stages)) is not None]
+                 and (pair := eventlog.batch_stages(jobs[j], stages)) is not None]
         if p is None or b not in totals or not pairs:
             continue
-        job_id, (read, join) = pairs[-1]   # the batch's collect (the last two-stage job)
-        if not tasks[read["Stage ID"]] or not tasks[join["Stage ID"]]:
+        job_id, (read, join) = pairs[-1]   # the batch's collect (its last job)
+        if (read is not None and not tasks[read["Stage ID"]]) or not tasks[join["Stage ID"]]:
             continue
         d = p["durationMs"]
-        r, j = _task_sums(tasks[read["Stage ID"]], read), _task_sums(tasks[join["Stage ID"]], join)
+        r = (_task_sums(tasks[read["Stage ID"]], read) if read is not None
+             else dict.fromkeys(_task_sums(tasks[join["Stage ID"]], join), 0.0))
+        j = _task_sums(tasks[join["Stage ID"]], join)
+        read_end = read["Completion Time"] if read is not None else jobs[job_id]["start"]
         start, total = s["start_time"], totals[b]
         parts = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
                  "commitOffsets")
         rows.append({
             "batch_id": b, "records": s["records"], "items": s["items"],
             "input_rows": sum(src.get("numInputRows", 0) for src in p.get("sources", [])),
-            "jobs": len(batch_jobs[b]), "trigger_start": p["timestamp"],
+            "jobs": len(batch_jobs[b]), "stages": 1 if read is None else 2,
+            "trigger_start": p["timestamp"],
             "trigger": d["triggerExecution"],
             "offsets": d.get("latestOffset", 0),
             "planning": d.get("queryPlanning", 0) + d.get("getBatch", 0),
             "wal": d.get("walCommit", 0),
             "call": d.get("addBatch", 0) - total,
             "prepare": jobs[job_id]["start"] - start,
-            "read": read["Completion Time"] - jobs[job_id]["start"],
-            "between": join["Submission Time"] - read["Completion Time"],
+            "read": read_end - jobs[job_id]["start"],
+            "between": join["Submission Time"] - read_end,
             "join": join["Completion Time"] - join["Submission Time"],
             "collect": start + s["job_ms"] - join["Completion Time"],
             "gather": s["duration_ms"] - s["job_ms"] - s["write_ms"],

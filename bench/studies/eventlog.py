@@ -53,6 +53,16 @@ def stage_pair(job: dict, stages: dict) -> tuple[Event, Event] | None:
     return (ran[0], ran[1]) if len(ran) == 2 else None
 
 
+def batch_stages(job: dict, stages: dict) -> tuple[Event | None, Event] | None:
+    """A batch job's (read, join) stages: both of a two-stage job, (None, its stage) of a
+    one-stage job (a small batch read in its join tasks); None for any other job."""
+    pair = stage_pair(job, stages)
+    if pair is not None:
+        return pair
+    ran = [stages[s] for s in job["stages"] if s in stages and "Submission Time" in stages[s]]
+    return (None, ran[0]) if len(ran) == 1 else None
+
+
 def stage_times(jobs: dict, stages: dict, tasks: dict) -> list[str]:
     """How many two-stage jobs, and the means of their stage times over all but the first."""
     rows = []

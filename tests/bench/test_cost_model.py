@@ -82,6 +82,23 @@ def test_batch_rows_split_a_batch_into_stages_that_add_up() -> None:
         4, 186, 3, 150.0)
 
 
+def test_a_one_stage_batch_has_no_read_stage_and_still_adds_up() -> None:
+    """A small batch read in its join tasks: one stage, whose time is the join's."""
+    events = [e for e in _batch_events(1, 10_000) if e.get("Stage ID") != 10
+              and e.get("Stage Info", {}).get("Stage ID") != 10]
+    for e in events:
+        if e.get("Job ID") == 10 and e["Event"] == "SparkListenerJobStart":
+            e["Stage IDs"] = [11]
+    summaries = [{"batch_id": 1, "records": 300, "items": 400, "start_time": 10_100,
+                  "job_ms": 350.5, "write_ms": 40.0, "duration_ms": 400.0,
+                  "join_stage_ms": 150.0}]
+    totals = {1: 430.0}
+    (r,) = cost_model.batch_rows([json.dumps(e) for e in events], summaries, totals)
+    assert r["stages"] == 1 and r["read"] == 0 and r["read_tasks"] == 0
+    assert r["between"] == 110 and r["join"] == 200  # job start to the stage, then the stage
+    assert sum(r[k] for k, _, _ in cost_model.STAGES) == r["trigger"] == 612
+
+
 def test_table_and_files(tmp_path: Path) -> None:
     rows = [{"batch_id": i, "records": n, "trigger_start": "x",
              **{c: 10.0 + n / 1000 for c, _, _ in cost_model.STAGES},
