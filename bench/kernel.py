@@ -28,6 +28,7 @@ from geops.relations import Shapes, evaluate
 from geops.strategies import STRATEGIES, BatchMatches, LocalRunner, PartialMatches, build_strategy
 from geops.strategies.merge import merge, pairs_to_csr
 from geops.workload import generate_workload
+from geops.workload.generate import DEFAULT_POINT_SHARE
 
 REFERENCE = "reference"
 PLAIN = "shapely predicates"
@@ -117,13 +118,15 @@ class MismatchError(RuntimeError):
 def run_kernel_bench(*, subscriptions: int = 10_000, publications: int = 20_000, seed: int = 0,
                      partitions: int = 16, partitioner: str = "kdbtree",
                      strategies: Sequence[str] = STRATEGIES, repeat: int = 1, plain: bool = True,
+                     point_share: float = DEFAULT_POINT_SHARE, relation: Relation | None = None,
                      log: Callable[[str], None] | None = None) -> KernelReport:
     """Time the reference, each strategy (and plain shapely); raise MismatchError on a
     result that differs from the reference's."""
     say = log or (lambda _message: None)
     say(f"generating {subscriptions:,} subscriptions and {publications:,} publications")
     workload = generate_workload(seed=seed, subscriptions=subscriptions,
-                                 publications=publications)
+                                 publications=publications, point_share=point_share,
+                                 relation=relation)
     subs = workload.subscriptions
     geoms = workload.publications.geoms
     keys = np.arange(len(geoms), dtype=np.int64)

@@ -18,6 +18,7 @@ from cli.bench_paper import register_paper
 from cli.bench_scale import register_scale
 from cli.common import CommandError, positive_int
 from cli.progress import elapsed_log
+from cli.workload_args import add_mix_arguments, point_share_from, relation_from
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
@@ -56,6 +57,7 @@ def register_kernel(benches: argparse._SubParsersAction) -> None:
                    help="time each matcher R times, keep the best (default 1)")
     p.add_argument("--no-plain", action="store_true",
                    help="skip the plain shapely predicate row")
+    add_mix_arguments(p)
     p.set_defaults(func=_kernel)
 
 
@@ -72,7 +74,9 @@ def _kernel(args: argparse.Namespace) -> int:
                                   publications=args.publications, seed=args.seed,
                                   partitions=args.partitions, partitioner=args.partitioner,
                                   strategies=chosen, repeat=args.repeat,
-                                  plain=not args.no_plain, log=log)
+                                  plain=not args.no_plain,
+                                  point_share=point_share_from(args),
+                                  relation=relation_from(args), log=log)
     except MismatchError as exc:
         raise CommandError(str(exc), EXIT_FAILED) from None
     print(format_table(report))

@@ -35,6 +35,7 @@ from pathlib import Path
 import config
 from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int, sigterm_as_interrupt
 from cli.progress import elapsed_log
+from cli.workload_args import add_mix_arguments, point_share_from, relation_from
 from config import choices
 
 
@@ -52,7 +53,7 @@ def register_live(benches: argparse._SubParsersAction) -> None:
                    help="results directory (default docs/results/live, .../live/rebalance, "
                         ".../live/soak or, for moving, docs/results/adaptive/moving)")
     add_workdir_arguments(p)
-    w = add_workload_arguments(p)
+    w = add_workload_arguments(p, mix=True)
     w.add_argument("--skew", type=float, default=0.9,
                    help="rebalance and moving scenarios: share of stream items on the hot "
                         "workers (0.9)")
@@ -117,13 +118,17 @@ def add_workdir_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-workdir", action="store_true", help="keep the temporary work dir")
 
 
-def add_workload_arguments(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+def add_workload_arguments(p: argparse.ArgumentParser, mix: bool = False
+                           ) -> argparse._ArgumentGroup:
+    """The generated workload's size and seed; ``mix``: also its point share and relation."""
     w = p.add_argument_group("workload")
     w.add_argument("--subscriptions", type=positive_int, default=10_000, metavar="N",
                    help="subscriptions (default 10,000)")
     w.add_argument("--pool", type=positive_int, default=20_000, metavar="N",
                    help="publication geometries generated and cycled (default 20,000)")
     w.add_argument("--seed", type=int, default=5, help="workload seed (default 5)")
+    if mix:
+        add_mix_arguments(w)
     return w
 
 
@@ -236,6 +241,7 @@ def build_spec(args: argparse.Namespace):
     return LiveSpec(
         out=Path(args.out or default_out), scenario=args.scenario, soak=soak,
         subscriptions=args.subscriptions, pool=args.pool, seed=args.seed,
+        point_share=point_share_from(args), relation=relation_from(args),
         app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
                        args.partitioner, args.trigger, args.master, args.delivery),
         step_s=duration(args.step, "--step"), start_rate=args.start_rate,

@@ -20,9 +20,9 @@ from typing import Any
 import config
 from cli.common import CommandError, non_negative_int
 from cli.progress import elapsed_log
+from cli.workload_args import add_mix_arguments, relation_from
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.geojson import GeoJSONError
-from geops.model import Relation
 from geops.partitioning import PARTITIONERS
 from geops.workload import (
     LAYERS,
@@ -38,7 +38,6 @@ from geops.workload import (
 )
 from geops.workload.generate import (
     DEFAULT_INTERVAL_MS,
-    DEFAULT_POINT_SHARE,
     DEFAULT_PUBLICATIONS,
     DEFAULT_START_TIME_MS,
     DEFAULT_SUBSCRIPTIONS,
@@ -75,11 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"subscriptions (default {DEFAULT_SUBSCRIPTIONS:,})")
     p.add_argument("--publications", type=int, default=DEFAULT_PUBLICATIONS, metavar="M",
                    help=f"publications (default {DEFAULT_PUBLICATIONS:,}, as in the paper)")
-    p.add_argument("--point-share", type=float, default=DEFAULT_POINT_SHARE, metavar="X",
-                   help=f"share of point publications (default {DEFAULT_POINT_SHARE})")
-    p.add_argument("--relation", metavar="NAME",
-                   help="one relation for every subscription (default: uniform over the nine "
-                        "non-DISJOINT relations)")
+    add_mix_arguments(p)
     p.add_argument("--start-time", default=str(DEFAULT_START_TIME_MS), metavar="T",
                    help="event time of publication 0: epoch ms or ISO 8601 "
                         "(default 2024-01-01T00:00:00Z)")
@@ -215,10 +210,7 @@ def _generate(args: argparse.Namespace) -> int:
         sizes = _world_size(args.world_size)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    try:
-        relation = None if args.relation is None else Relation.parse(args.relation)
-    except ValueError as exc:
-        raise CommandError(f"--relation: {exc}", EXIT_USAGE) from None
+    relation = relation_from(args)
     spec = _skew_spec(args)
     try:  # now, not after minutes of generating
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -177,7 +177,20 @@ def _setup(spec: Any) -> str:
     return (f"{a.strategy} {a.join}, W = {a.workers}, P = {a.partitions} ({a.partitioner}), "
             f"master {a.master or f'local[{a.workers}]'}, trigger {a.trigger}; "
             f"{spec.subscriptions:,} subscriptions, a pool of {spec.pool:,} publication "
-            f"geometries (seed {spec.seed}) cycled with fresh ids, event time = time of sending")
+            f"geometries (seed {spec.seed}{_mix(spec)}) cycled with fresh ids, event time = "
+            "time of sending")
+
+
+def _mix(spec: Any) -> str:
+    """The workload's mix where it is not the generator's default."""
+    from geops.workload.generate import DEFAULT_POINT_SHARE
+
+    parts = []
+    if getattr(spec, "point_share", DEFAULT_POINT_SHARE) != DEFAULT_POINT_SHARE:
+        parts.append(f"{spec.point_share:.0%} points")
+    if getattr(spec, "relation", None) is not None:
+        parts.append(f"every subscription {spec.relation.name}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _search_md(max_rate: float, verdicts: Sequence[calc.Verdict], spec: Any) -> list[str]:

@@ -42,7 +42,8 @@ def moving_pools(spec: LiveSpec, log: Log) -> tuple[Workload, tuple[np.ndarray, 
         f"{spec.pool:,} publications (seed {spec.seed}), skew {spec.skew} on {spec.hot_workers}"
         f" of {spec.app.workers} workers, the second half on the other side")
     workload = generate_workload(seed=spec.seed, subscriptions=spec.subscriptions,
-                                 publications=spec.pool, skew=skew)
+                                 publications=spec.pool, skew=skew,
+                                 point_share=spec.point_share, relation=spec.relation)
     assert workload.skew is not None and workload.skew.moved_at is not None
     return workload, moving_calc.split_pools(workload.publications.geoms,
                                              workload.skew.moved_at)

@@ -20,7 +20,9 @@ from bench.live.deployment import AppOptions, Session
 from bench.live.publisher import Log, Offer, Publisher
 from bench.processes import BenchFailed, Processes
 from bench.tables import number
+from geops.model import Relation
 from geops.workload import SkewSpec, Workload, generate_workload
+from geops.workload.generate import DEFAULT_POINT_SHARE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +53,8 @@ class LiveSpec(BenchEnv):
     subscriptions: int = 10_000
     pool: int = 20_000
     seed: int = 5
+    point_share: float = DEFAULT_POINT_SHARE  # of the publications
+    relation: Relation | None = None          # of every subscription; None: a mix
     step_s: float = 20.0
     start_rate: float = 500.0
     bisections: int = 3
@@ -188,7 +192,8 @@ def workload_for(spec: LiveSpec, skewed: bool, log: Log) -> Workload:
         + (f", skew {spec.skew} on {spec.hot_workers} of {spec.app.workers} workers"
            if skewed else ""))
     return generate_workload(seed=spec.seed, subscriptions=spec.subscriptions,
-                             publications=spec.pool, skew=skew)
+                             publications=spec.pool, skew=skew, point_share=spec.point_share,
+                             relation=spec.relation)
 
 
 def publisher_for(s: Session, workload: Workload) -> Publisher:
