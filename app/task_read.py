@@ -2,12 +2,12 @@
 
 A micro-batch read through Spark's connector is a stage of its own: the read tasks decode and
 route the records and hand each join task its items through a shuffle. For a small batch that
-stage is most of what the batch costs (~60 ms of a ~230 ms batch, and the driver's ~20 ms of
-planning it; ``docs/results/live/costs``). Below ``app.one_stage_records`` records the app
-skips it: every join task reads the batch's offset ranges itself (they are in Spark's offset
-log, written before the batch runs), decodes and routes them all and keeps the items of its
-own worker. Each record is then decoded and routed once per worker instead of once, which is
-why large batches keep the two stages.
+stage, with the driver's planning of it and the join tasks' shuffle read, was about half of
+what the batch cost (~300 ms before, ~140 ms in one stage; ``docs/results/live/costs``).
+Below ``app.one_stage_records`` records the app skips it: every join task reads the batch's
+offset ranges itself (they are in Spark's offset log, written before the batch runs), decodes
+and routes them all and keeps the items of its own worker. Each record is then decoded and
+routed once per worker instead of once, which is why large batches keep the two stages.
 
 The reads use one consumer per Python worker process, kept from batch to batch; they read
 committed records only, as the connector does, and a range the log no longer holds whole is
