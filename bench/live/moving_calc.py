@@ -17,7 +17,7 @@ from distributor.params import DEFAULTS
 from distributor.policies import Policy, propose_owners
 from schemas.assignment import Owners, initial_assignment, owners_of
 
-# The targets: every shift followed by 1-2 rebalances; capacity within 10 % of ideal.
+# The targets set for it: every shift followed by 1-2 rebalances; capacity within 10 % of ideal.
 MAX_REBALANCES_PER_SHIFT = 2
 MIN_IDEAL_RATIO = 0.9
 UNBALANCED_MLDC = DEFAULTS["threshold"]  # a shift leaving MLDC below it needs no rebalance

@@ -56,7 +56,7 @@ RUN_MODES: dict[str, tuple[str, str]] = {**MODES, ADAPTIVE: ("STAL", "adaptive")
 # The distributor's --policy per mode: the paper's greedy unless named here.
 PAPER_POLICY = "greedy"
 MODE_POLICIES: dict[str, str] = {REPLICATE: "replicate"}
-# (hot partitions K, skew): the W = 2 concentrated hot spot, 80 % of the items in one
+# (hot partitions K, skew): the W = 2 concentrated hot spot run physically, 80 % of the items in one
 # partition of the hot worker (the simulation's "W = 2 one-partition case")
 HOT_SPOT = (1, 0.8)
 PIPELINES = choices.STRATEGIES.names

@@ -77,7 +77,7 @@ def _ratio_row(target: str, pipeline: str, skew: float | str, comparison: str,
 
 
 def targets(runs: Sequence[Row]) -> list[dict[str, Any]]:
-    """The issue's targets, one row per pipeline (and skew / pair where they apply); each a
+    """The targets the project set, one row per pipeline (and skew / pair where they apply); each a
     ratio of mean throughputs over the repeats both compared points have."""
     values = _per_repeat(runs, "throughput")
     out: list[dict[str, Any]] = []

@@ -63,7 +63,7 @@ PIPELINES = ("sPS", "sPIS", "RIsPS")
 MOVING_SKEW = 0.5
 SCENARIOS = ("steady", "moving", "concentrated")
 # concentrated hot spots (geops generate --hot-partitions K): (workers, hot workers, K, skew);
-# W = 2 with 80 % of the items in one partition is the physical case
+# W = 2 with 80 % of the items in one partition is the case run physically
 CONCENTRATED = ((16, 3, 1, 0.3), (16, 3, 1, 0.5), (16, 3, 1, 0.7), (2, 1, *HOT_SPOT))
 MIN_DURATION_S = 120.0
 ADAPTIVE_POLICIES = ("greedy", "replicate")
