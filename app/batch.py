@@ -71,7 +71,7 @@ REBASE_ROUTER_DELTAS = 64
 # A PartitionLayout (where the static partitions lie, for maps) goes out at start and again after
 # the first batch this long since the last, so a reader of the last minutes of metrics finds one.
 LAYOUT_EVERY_S = 30.0
-# The columns of Spark's Kafka source a read task takes, in the order ``app.tasks.Record`` has.
+# The columns of Spark's Kafka source a read task takes, in the order ``app.task_read.Record`` has.
 READ_COLUMNS = ("topic", "partition", "offset", "key", "value")
 
 

@@ -18,12 +18,23 @@ connector, which skips such ranges).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkaio.offsets import RangeReader, read_between
 
 # One consumer per Python worker process: a new one costs a connection and a metadata round
 # trip, more than reading a small batch.
 _READERS: dict[tuple[tuple[str, str], ...], RangeReader] = {}
+
+
+class Record(NamedTuple):
+    """One Kafka record of the publications topic, as the read of a batch hands it on."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
 
 
 @dataclass(frozen=True)
@@ -42,13 +53,12 @@ class BatchRanges:
         return sum(max(0, e - self.start.get(p, 0)) for p, e in self.end.items())
 
 
-def read_rows(ranges: BatchRanges) -> list[tuple]:
-    """The records of ``ranges`` as (topic, partition, offset, key, value) rows, the shape
-    ``app.tasks.decode_route`` takes from the connector."""
+def read_rows(ranges: BatchRanges) -> list[Record]:
+    """The records of ``ranges``, as ``app.tasks.decode_route`` takes them."""
     key = tuple(sorted(ranges.kafka_conf.items()))
     reader = _READERS.get(key)
     if reader is None:
         reader = _READERS[key] = RangeReader(ranges.kafka_conf, exact=True)
-    return [(m.topic(), m.partition(), m.offset(), m.key(), m.value())
+    return [Record(m.topic(), m.partition(), m.offset(), m.key(), m.value())
             for m in read_between(ranges.kafka_conf, ranges.topic, ranges.start, ranges.end,
                                   ranges.outage_limit, reuse=reader)]

@@ -11,14 +11,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import shapely
 
 from app.faults import fail_task_once
 from app.joins import JOIN_MODES
-from app.task_read import BatchRanges, read_rows
+from app.task_read import BatchRanges, Record, read_rows
 from app.task_records import (
     Busy,
     Items,
@@ -59,16 +59,6 @@ class RouteContext:
     # whether this task sends the bad records it finds to the dead-letter topic (of the tasks
     # that each decode the whole batch, ``read_route_join``, only worker 0's does)
     dead_letters: bool = True
-
-
-class Record(NamedTuple):
-    """One Kafka record of the publications topic."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 @dataclass(frozen=True)
@@ -314,8 +304,7 @@ def read_route_join(route_ctx: RouteContext, join_ctx: JoinContext, ranges: Batc
     route all of them, and join the items of ``worker`` with its static ``records``. The
     batch's ``ReadStats`` (and its dead letters) come from worker 0's task alone."""
     ctx = route_ctx if worker == 0 else replace(route_ctx, dead_letters=False)
-    rows = [Record(*row) for row in read_rows(ranges)]
-    mine = ((w, rec) for w, rec in decode_route(ctx, rows) if w == worker)
+    mine = ((w, rec) for w, rec in decode_route(ctx, read_rows(ranges)) if w == worker)
     yield from join(join_ctx, worker, chain(records, mine))
 
 
