@@ -3,11 +3,15 @@ one-pass / frozen per mode and Dynamic LB STAL / Static STAL per side, per repea
 of means; then each run's steady-state milliseconds per 1,000 records outside the join stage
 and in it (``bench.paper.breakdown``).
 
-Usage: ``python -m bench.studies.ab_decode [DIR]`` (default: that directory).
+Usage: ``python -m bench.studies.ab_decode [DIR]`` (default: that directory). The tree keeps
+only the one-pass side; both sides' files are in git history at ``417aaa7``:
+``mkdir -p /tmp/ab && git archive 417aaa7 docs/results/ab-decode-2026-11-25 | tar -x -C /tmp/ab``,
+then pass ``/tmp/ab/docs/results/ab-decode-2026-11-25``.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +23,7 @@ from bench.paper.rows import Row, read_rows
 from bench.studies import print_lines
 
 DIR = Path("docs/results/ab-decode-2026-11-25")
+HISTORY = "417aaa7"  # the last commit whose tree holds both sides in DIR
 SIDES = ("frozen-f2e4a7f", "onepass-233dc98")
 PIPELINES = ("sPIS", "RIsPS")
 MODES = (STATIC_STAL, DYNAMIC_LB_STAL)
@@ -70,6 +75,14 @@ def report(directory: Path = DIR, sides: tuple[str, str] = SIDES) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    directory = Path(args[0]) if args else DIR
+    missing = [side for side in SIDES if not (directory / side).is_dir()]
+    if len(args) <= 1 and missing:
+        raise SystemExit(f"no {', '.join(missing)} in {directory}; both sides are "
+                         f"in git history: mkdir -p /tmp/ab && git archive {HISTORY} {DIR} | "
+                         f"tar -x -C /tmp/ab, then python -m bench.studies.ab_decode "
+                         f"/tmp/ab/{DIR}")
     print_lines(report, argv, default=DIR)
 
 
