@@ -10,7 +10,8 @@ Those that read a results directory take it as their argument and read its table
 - ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``);
   ``read_path``: where a read task's time goes between the connector and Python.
 - ``hot_partitions``, ``hot_partitions_physical``, ``hot_split``: replication and the
-  migration-aware policies (``docs/results/hot-partitions/``, ``docs/results/adaptive/physical``).
+  migration-aware policies (``docs/results/hot-partitions/``,
+  ``docs/results/adaptive/physical/full-size/``).
 - ``static_memory``: what a worker's Python process holds per subscription
   (``docs/results/scale/``).
 - ``eventlog stages|tasks EVENTS``: per-batch stage times, or per-task metrics, from a Spark
