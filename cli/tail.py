@@ -19,7 +19,7 @@ from cli.common import (
     topic_name,
 )
 from cli.render import to_json, to_text
-from kafkaio.clients import KafkaUnavailable, consumer
+from kafkaio.clients import KafkaUnavailable, consumer, denied
 from kafkaio.offsets import EndOffsets
 from schemas import DecodeError, codec
 
@@ -75,6 +75,9 @@ def _tail(args: argparse.Namespace) -> int:
             last = time.monotonic()
             for msg in msgs:
                 if msg.error() is not None:
+                    refused = denied(msg.error(), cfg.kafka_client(), "READ", f"topic '{topic}'")
+                    if refused:
+                        raise CommandError(refused)
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         print(f"!! {topic}: {msg.error().str()}", file=sys.stderr)
                     continue

@@ -84,7 +84,17 @@ class RepeatFilter(logging.Filter):
         return True
 
 
+class ReportedElsewhere(logging.Filter):
+    """Leaves out librdkafka's lines about a request the ACLs refused: the refused produce,
+    fetch or admin request reports it to its caller, which says it once, naming the principal
+    and the operation (``denied``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "authorization failed" not in record.getMessage().lower()
+
+
 LIBRDKAFKA_LOG.addFilter(RepeatFilter())
+LIBRDKAFKA_LOG.addFilter(ReportedElsewhere())
 
 
 def client_conf(base: Mapping[str, str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -148,9 +158,11 @@ def admin(conf: Mapping[str, str]) -> AdminClient:
 
 
 def topic_partitions(
-    client: Consumer | AdminClient, topic: str, timeout: float = 10.0
+    client: Consumer | AdminClient, topic: str, timeout: float = 10.0,
+    conf: Mapping[str, Any] | None = None,
 ) -> list[int]:
-    """Partition ids of a topic; KafkaUnavailable if it does not exist or Kafka is unreachable."""
+    """Partition ids of a topic; KafkaUnavailable if it does not exist, the ACLs of the
+    client's principal (its settings ``conf``) hide it, or Kafka is unreachable."""
     try:
         md = client.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
@@ -161,30 +173,93 @@ def topic_partitions(
         raise TopicMissing(f"topic '{topic}' does not exist (create it with "
                                f"`geops topics create`)")
     if tmd.error is not None:
-        raise KafkaUnavailable(f"topic '{topic}': {tmd.error.str()}")
+        raise KafkaUnavailable(denied(tmd.error, conf or {}, "DESCRIBE", f"topic '{topic}'")
+                               or f"topic '{topic}': {tmd.error.str()}")
     return sorted(tmd.partitions)
 
 
+# A client that only probes the cluster says what failed itself, in one line: its librdkafka
+# log lines (the same failure, retried) are not shown.
+_QUIET_LOG = logging.getLogger("geops.kafka.probe")
+_QUIET_LOG.addHandler(logging.NullHandler())
+_QUIET_LOG.propagate = False
+
+
 def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
-    """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata."""
-    refused: list[str] = []
+    """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata:
+    credentials refused, a certificate not trusted, a listener that wants another protocol,
+    or nothing listening."""
+    failed: dict[int, str] = {}
 
     def on_error(err: KafkaError) -> None:
-        if err.code() == KafkaError._AUTHENTICATION:
-            refused.append(err.str())
+        failed.setdefault(err.code(), err.str())
 
-    client = _make(AdminClient, client_conf(conf, {"error_cb": on_error}))
+    client = _make(AdminClient, client_conf(conf, {"error_cb": on_error,
+                                                   "logger": _QUIET_LOG}))
     try:
         client.list_topics(timeout=timeout)
     except KafkaException as exc:
         client.poll(0)  # serves the error callbacks the failed request queued
-        servers = conf.get("bootstrap.servers")
-        if refused:
-            raise KafkaUnavailable(
-                f"Kafka at {servers} refused the credentials: {refused[-1]}; check "
-                f"sasl.username/sasl.password (or the SSL settings) of [kafka.client] / -X"
-            ) from None
-        raise KafkaUnavailable(_explain(exc, servers)) from None
+        raise KafkaUnavailable(_unreachable(exc, conf, failed)) from None
+
+
+def _unreachable(exc: KafkaException, conf: Mapping[str, str], failed: dict[int, str]) -> str:
+    servers = conf.get("bootstrap.servers")
+    if KafkaError._AUTHENTICATION in failed:
+        return (f"Kafka at {servers} refused the credentials: "
+                f"{_ATTEMPT.sub('', failed[KafkaError._AUTHENTICATION])}; check "
+                f"sasl.username/sasl.password (or the SSL settings) of [kafka.client] / -X")
+    if KafkaError._SSL in failed:
+        return (f"the TLS handshake with Kafka at {servers} failed: "
+                f"{_ATTEMPT.sub('', failed[KafkaError._SSL])}")
+    protocol = str(conf.get("security.protocol", "plaintext"))
+    if _listening(str(servers or "")):
+        return (f"Kafka at {servers} accepts connections but closed them before answering: "
+                f"its listener likely wants another security protocol than this client's "
+                f"security.protocol={protocol} (e.g. SASL_SSL: TLS, then SASL)")
+    return _explain(exc, servers)
+
+
+def _listening(servers: str) -> bool:
+    """Whether the first bootstrap server accepts a TCP connection."""
+    import socket
+
+    host, _, port = servers.split(",")[0].strip().rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=2):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+# The broker's answers that say an ACL does not allow the request, by what they name.
+_DENIED = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "consumer group",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "cluster",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "transactional id",
+}
+
+
+def principal(conf: Mapping[str, Any]) -> str:
+    """The principal a client with these settings is, as Kafka's ACLs name it."""
+    user = conf.get("sasl.username")
+    return f"User:{user}" if user else "this client (no SASL user)"
+
+
+def denied(err: KafkaError, conf: Mapping[str, Any], operation: str, resource: str) -> str | None:
+    """One line naming the operation the broker's ACLs refused (``operation`` on ``resource``,
+    e.g. "WRITE", "topic 'control'"), or None when ``err`` is not a refusal."""
+    kind = _DENIED.get(err.code())
+    if kind is None:
+        return None
+    if kind == "cluster" and "idempotence" in err.str():
+        # Kafka asks an idempotent producer for WRITE on some topic before it gives it an id.
+        return (f"Kafka denied {principal(conf)} {operation} on {resource}: it may write to "
+                f"no topic, so the broker refused it a producer id ({err.name()})")
+    if kind == "consumer group":
+        resource = f"its consumer group ({resource})"
+    return f"Kafka denied {principal(conf)} {operation} on {resource} ({err.name()})"
 
 
 def _explain(exc: KafkaException, servers: str | None = None) -> str:

@@ -39,10 +39,11 @@ class EndOffsets:
 
     def __init__(self, client_conf: Mapping[str, str], timeout: float = 30.0):
         self.timeout = timeout
+        self._conf = client_conf
         self._consumer = consumer(client_conf, **{"enable.partition.eof": False})
 
     def partitions(self, topic: str) -> list[int]:
-        return topic_partitions(self._consumer, topic, self.timeout)
+        return topic_partitions(self._consumer, topic, self.timeout, self._conf)
 
     def listed(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
         """{partition: (low, high)} as ListOffsets says."""

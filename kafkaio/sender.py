@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kafkaio.clients import KafkaUnavailable, producer
+from kafkaio.clients import KafkaUnavailable, denied, producer
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage, Outage
 from schemas import codec
 from schemas.records import MISSING_TIME
@@ -27,6 +27,10 @@ class Sender:
                  outage_limit: float = DEFAULT_OUTAGE_LIMIT, **extra: Any):
         # A record is given up only after the outage limit (plus a margin for the last try).
         extra.setdefault("message.timeout.ms", int(outage_limit * 1000) + 30_000)
+        self._conf = client_conf
+        # A fatal error (e.g. a producer id refused by the ACLs): no record will be delivered.
+        self._fatal: KafkaError | None = None
+        self._topic = ""
         self._producer: Producer = producer(client_conf, **extra)
         self._outage = Outage(str(client_conf.get("bootstrap.servers", "?")), outage_limit)
         self.rate = rate
@@ -36,12 +40,14 @@ class Sender:
         self.first_error: str | None = None
         self._t0 = time.monotonic()
 
-    def _report(self, err: KafkaError | None, _msg: Any) -> None:
+    def _report(self, err: KafkaError | None, msg: Any) -> None:
         if err is None:
             self.delivered += 1
-        else:
-            self.failed += 1
-            self.first_error = self.first_error or err.str()
+            return
+        self.failed += 1
+        if self.first_error is None:
+            self.first_error = (denied(err, self._conf, "WRITE", f"topic '{msg.topic()}'")
+                                or err.str())
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int | None = None, headers: list | None = None) -> None:
@@ -67,6 +73,7 @@ class Sender:
                 else:
                     self._outage.failed(f"queueing records for {topic}", sleep=False)
         self.sent += 1
+        self._topic = topic
         if self.sent % 1000 == 0:
             self._producer.poll(0)
 
@@ -84,7 +91,11 @@ class Sender:
             outage = Outage(outage.servers, timeout)
         while True:
             before = self.delivered + self.failed
-            left = self._producer.flush(1.0)
+            try:
+                left = self._producer.flush(1.0)
+            except (KafkaException, SystemError) as exc:
+                self._fatal = _fatal_error(exc)
+                break
             if not left:
                 break
             if self.delivered + self.failed > before:
@@ -95,9 +106,12 @@ class Sender:
             except KafkaOutage as exc:
                 raise KafkaOutage(f"{exc} ({left} records undelivered)") from None
         outage.ok()
-        if self.failed:
-            raise KafkaUnavailable(f"{self.failed} of {self.sent} records were not delivered: "
-                                   f"{self.first_error}")
+        if self._fatal is not None:
+            self.first_error = (denied(self._fatal, self._conf, "WRITE",
+                                       f"topic '{self._topic}'") or self._fatal.str())
+        if self.failed or self._fatal is not None:
+            raise KafkaUnavailable(f"{self.sent - self.delivered} of {self.sent} records were "
+                                   f"not delivered: {self.first_error}")
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then release the client (its threads stop once nothing refers to it)."""
@@ -105,6 +119,16 @@ class Sender:
             self.flush(timeout)
         finally:
             self._producer = None
+
+
+def _fatal_error(exc: BaseException) -> KafkaError:
+    """The fatal KafkaError confluent-kafka raised out of ``flush`` (on a producer without an
+    error callback it raises it while serving the callbacks, so a delivery callback may turn
+    it into a SystemError whose cause it is); anything else is raised again."""
+    for e in (exc, exc.__cause__):
+        if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+            return e.args[0]
+    raise exc
 
 
 PACED_LINGER_MS = 20
