@@ -8,7 +8,7 @@ import time
 import config
 from cli.common import CommandError, settings
 from config.embedded import pid_alive
-from kafkaio import broker
+from kafkaio import broker, security
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions.required = True
     start = actions.add_parser("start", help="start the broker in the background and wait "
                                              "until it accepts connections")
-    config.add_arguments(start, ["broker", "state"])
+    start.add_argument(
+        "--secure", action="store_true",
+        help="make a new broker secured: clients on SASL_SSL with SCRAM-SHA-512 only, the "
+             "controllers on TLS, a CA made in the state directory, one principal per part of "
+             "geops (app, distributor, publisher, subscriber, dashboard, admin) with a random "
+             "password and only the ACLs it needs, and a settings file per part to pass with "
+             "--config (see docs/security.md). A broker made secured stays so.")
+    config.add_arguments(start, ["broker", "state", "topics"])
     start.set_defaults(func=_start)
     stop = actions.add_parser("stop", help="stop the broker of the state directory")
     config.add_arguments(stop, ["state"])
@@ -37,7 +44,9 @@ def _start(args: argparse.Namespace) -> int:
     cfg = settings(args)
     try:
         info, started = broker.start(cfg.state_dir(), cfg["broker.port"],
-                                     nodes=cfg["broker.nodes"], heap=cfg["broker.heap"])
+                                     nodes=cfg["broker.nodes"], heap=cfg["broker.heap"],
+                                     secure=args.secure,
+                                     topic_names={t: cfg.topic(t) for t in config.TOPICS})
     except broker.BrokerError as exc:
         raise CommandError(str(exc)) from None
     what = f"Apache Kafka {info.kafka_version}, {_nodes(info)}"
@@ -49,6 +58,10 @@ def _start(args: argparse.Namespace) -> int:
             print(f"note: it listens on port {info.port}, not {cfg['broker.port']}; "
                   f"stop it first to change the port")
     print(f"bootstrap servers: {info.address}")
+    if info.secure_dir:
+        print(f"secured (SASL_SSL, SCRAM-SHA-512, ACLs): each part connects with "
+              f"--config {info.secure_dir}/<part>.toml "
+              f"(part: {', '.join(security.PARTS)})")
     return 0
 
 

@@ -23,12 +23,14 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import config
 from config.embedded import pid_alive, read_record, record_file
-from kafkaio import jvm
+from kafkaio import jvm, security
 
 LISTEN_HOST = "127.0.0.1"
 DEFAULT_HEAP = "512m"
@@ -49,7 +51,6 @@ class Node:
     controller_port: int
     pid: int = 0
     log: str = ""
-    sasl_port: int = 0  # a SASL_PLAINTEXT listener (PLAIN) when the broker has SASL users
 
 
 @dataclass
@@ -64,7 +65,9 @@ class BrokerInfo:
     kafka_version: str
     started_at: float
     nodes: list[Node] = field(default_factory=list)
-    sasl_address: str = ""  # bootstrap servers of the SASL_PLAINTEXT listeners, if any
+    # Secured (``start(secure=True)``): the directory of its CA and of each part's settings
+    # file (``kafkaio.security``); empty for a plaintext broker.
+    secure_dir: str = ""
 
     @property
     def pids(self) -> list[int]:
@@ -154,11 +157,11 @@ def status(state_dir: Path) -> BrokerInfo | None:
     return None
 
 
-def _ready(address: str, nodes: int, timeout: float) -> bool:
+def _ready(admin_conf: Mapping[str, str], nodes: int, timeout: float) -> bool:
     """True once the cluster answers a metadata request naming all its brokers."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": address, "log_level": 0})
+    admin = AdminClient({**admin_conf, "log_level": 0})
     try:
         return len(admin.list_topics(timeout=timeout).brokers) >= nodes
     except Exception:  # KafkaException while the broker is still starting
@@ -175,24 +178,25 @@ def cluster_id() -> str:
 
 
 def server_properties(node: Node, voters: list[Node], data_dir: Path,
-                      sasl_users: dict[str, str] | None = None) -> str:
+                      secure: Mapping[str, str] | None = None) -> str:
     """The ``server.properties`` of one node of a local KRaft cluster of ``len(voters)``;
-    with ``sasl_users`` (name -> password) also a SASL_PLAINTEXT listener that takes them with
-    the PLAIN mechanism."""
+    with ``secure`` (``kafkaio.security.server_settings``) its clients' listener is SASL_SSL and
+    its controller listener TLS, else both are plaintext."""
     n = len(voters)
     replicas = min(n, 3)
     isr = 2 if replicas >= 3 else 1
     quorum = ",".join(f"{v.node_id}@{LISTEN_HOST}:{v.controller_port}" for v in voters)
+    client, controller = ("SASL_SSL", "SSL") if secure else ("PLAINTEXT", "PLAINTEXT")
     props = {
         "process.roles": "broker,controller",
         "node.id": node.node_id,
         "controller.quorum.voters": quorum,
-        "listeners": f"PLAINTEXT://{LISTEN_HOST}:{node.port},"
+        "listeners": f"CLIENT://{LISTEN_HOST}:{node.port},"
                      f"CONTROLLER://{LISTEN_HOST}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LISTEN_HOST}:{node.port}",
+        "advertised.listeners": f"CLIENT://{LISTEN_HOST}:{node.port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "CLIENT",
+        "listener.security.protocol.map": f"CLIENT:{client},CONTROLLER:{controller}",
         "log.dirs": str(data_dir),
         # Internal topics sized for one machine: created on first use, 50 partitions each by
         # default, which costs seconds on the first consumer group or transaction.
@@ -211,15 +215,8 @@ def server_properties(node: Node, voters: list[Node], data_dir: Path,
         "num.network.threads": 2,
         "num.io.threads": 4,
         "log.cleaner.threads": 1,
+        **(secure or {}),
     }
-    if sasl_users:
-        users = " ".join(f'user_{name}="{pw}"' for name, pw in sasl_users.items())
-        props["listeners"] += f",SASL_PLAINTEXT://{LISTEN_HOST}:{node.sasl_port}"
-        props["advertised.listeners"] += f",SASL_PLAINTEXT://{LISTEN_HOST}:{node.sasl_port}"
-        props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-        props["sasl.enabled.mechanisms"] = "PLAIN"
-        props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-            f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};")
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
@@ -252,16 +249,19 @@ def _java() -> str:
     return java
 
 
-def _plan(state_dir: Path, nodes: int, port: int, sasl: bool) -> tuple[str, list[Node]]:
-    """The cluster id and nodes of this state directory: as recorded, or new."""
+def _plan(state_dir: Path, nodes: int, port: int, secure: bool
+          ) -> tuple[str, list[Node], bool]:
+    """The cluster id, nodes and security of this state directory: as recorded, or new. A
+    secured broker stays secured; a plaintext one cannot become secured (its data was written
+    without ACLs)."""
     layout = _layout_file(state_dir)
     if layout.exists():
         saved = json.loads(layout.read_text())
-        plan = [Node(n["node_id"], n["port"], n["controller_port"],
-                     sasl_port=n.get("sasl_port", 0)) for n in saved["nodes"]]
-        if sasl and not all(n.sasl_port for n in plan):
-            raise BrokerError(f"the broker of {state_dir} was made without SASL users; "
-                              f"delete {_home(state_dir)} to make one with them")
+        plan = [Node(n["node_id"], n["port"], n["controller_port"]) for n in saved["nodes"]]
+        was_secure = bool(saved.get("secure"))
+        if secure and not was_secure:
+            raise BrokerError(f"the broker of {state_dir} was made without --secure; delete "
+                              f"{_home(state_dir)} (its topics go with it) to make a secured one")
         if len(plan) != nodes:
             raise BrokerError(
                 f"the state directory {state_dir} holds a {len(plan)}-node broker, not "
@@ -269,7 +269,7 @@ def _plan(state_dir: Path, nodes: int, port: int, sasl: bool) -> tuple[str, list
                 f"(its topics go with it) to make a new one")
         if port and port != plan[0].port:
             plan[0].port = port
-        return saved["cluster_id"], plan
+        return saved["cluster_id"], plan, was_secure
     first = port or free_port()
     plan = []
     taken = {first}
@@ -278,10 +278,8 @@ def _plan(state_dir: Path, nodes: int, port: int, sasl: bool) -> tuple[str, list
         taken.add(client)
         controller = _free_other(taken)
         taken.add(controller)
-        sasl_port = _free_other(taken) if sasl else 0
-        taken.add(sasl_port)
-        plan.append(Node(node_id, client, controller, sasl_port=sasl_port))
-    return cluster_id(), plan
+        plan.append(Node(node_id, client, controller))
+    return cluster_id(), plan, secure
 
 
 def _wait_port_free(port: int, patience: float) -> None:
@@ -303,22 +301,65 @@ def _free_other(taken: set[int]) -> int:
             return port
 
 
-def _format(java: str, cp: str, cid: str, props: Path) -> None:
-    done = subprocess.run([java, "-Xmx256m", "-cp", cp, "kafka.tools.StorageTool", "format",
-                           "-t", cid, "-c", str(props), "--ignore-formatted"],
-                          capture_output=True, text=True)
+def _format(java: str, cp: str, cid: str, props: Path, extra: list[str]) -> None:
+    """Format a node's storage. The arguments go through a java argument file (``@file``,
+    readable by the user only, deleted after), so the SCRAM passwords among ``extra`` never
+    show on a command line."""
+    args = props.parent / "format.args"
+    lines = ["-cp", cp, "kafka.tools.StorageTool", "format", "-t", cid, "-c", str(props),
+             "--ignore-formatted", *extra]
+    security.write_private(args, "\n".join(_java_arg(a) for a in lines) + "\n")
+    try:
+        done = subprocess.run([java, "-Xmx256m", f"@{args}"], capture_output=True, text=True)
+    finally:
+        args.unlink(missing_ok=True)
     if done.returncode != 0:
         raise BrokerError(f"formatting the broker's storage failed ({props.parent}):\n"
                           f"{(done.stdout + done.stderr).strip()[-2000:]}")
 
 
+def _java_arg(arg: str) -> str:
+    """One argument of a java argument file, quoted (its syntax: double quotes, backslash
+    escapes)."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass
+class _Security:
+    """What a secured start needs: the node settings, the SCRAM bootstrap, the admin's."""
+
+    directory: Path
+    node_settings: dict[str, str]
+    format_args: list[str]
+    creds: dict[str, str]
+    ca: Path
+
+    @classmethod
+    def make(cls, home: Path) -> _Security:
+        directory = security.secure_dir(home)
+        try:
+            tls = security.tls_files(directory)
+            creds = security.passwords(directory)
+        except (OSError, security.SecurityError) as exc:
+            raise BrokerError(f"cannot make the secured broker's TLS files or credentials in "
+                              f"{directory}: {exc}") from None
+        return cls(directory, security.server_settings(tls.node, tls.ca, creds[security.BROKER]),
+                   security.scram_arguments(creds), creds, tls.ca)
+
+    def admin_conf(self, address: str) -> dict[str, str]:
+        return {"bootstrap.servers": address,
+                **security.client_settings("admin", self.creds["admin"], self.ca)}
+
+
 def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int = 1,
-          heap: str = DEFAULT_HEAP, sasl_users: dict[str, str] | None = None
-          ) -> tuple[BrokerInfo, bool]:
+          heap: str = DEFAULT_HEAP, secure: bool = False,
+          topic_names: Mapping[str, str] | None = None) -> tuple[BrokerInfo, bool]:
     """Start this state directory's broker (``nodes`` KRaft nodes) unless it runs already.
 
-    ``sasl_users`` (name -> password) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
-    to each node (``BrokerInfo.sasl_address``), for trying a secured client locally.
+    ``secure`` makes a new broker secured (``kafkaio.security``): SASL_SSL with SCRAM-SHA-512
+    only, ACLs for each part of geops on the topics named in ``topic_names`` (logical ->
+    name; the configured defaults when None), and a settings file per part; a broker made
+    secured stays so on every later start.
 
     Returns (info, started): ``started`` is False when every node was already running. Nodes of
     a cluster that stopped are started again on their data. ``port=0`` picks a free port for
@@ -338,32 +379,60 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
     except OSError as exc:
         raise _unusable(state_dir, exc) from None
     alive = {n.node_id: n for n in (running.nodes if running else []) if pid_alive(n.pid)}
-    cid, plan = _plan(state_dir, nodes, 0 if alive else port, bool(sasl_users))
+    cid, plan, secure = _plan(state_dir, nodes, 0 if alive else port, secure)
+    sec = _Security.make(_home(state_dir)) if secure else None
     to_start = [n for n in plan if n.node_id not in alive]
     recorded = _layout_file(state_dir).exists()
     for n in to_start:
-        for p in filter(None, (n.port, n.controller_port, n.sasl_port)):
+        for p in (n.port, n.controller_port):
             _wait_port_free(p, patience=PORT_PATIENCE if recorded else 0.0)
     java = _java()
     try:
         cp = jvm.classpath("kafka")
     except jvm.JvmError as exc:
         raise BrokerError(str(exc)) from None
-    version = jvm.pinned_version("kafka", "kafka.version")
-    log4j = _home(state_dir) / "log4j2.properties"
-    log4j.write_text(LOG4J2)
+    _prepare_nodes(state_dir, cid, plan, to_start, java, cp, sec)
+    procs = _launch(state_dir, to_start, java, cp, heap)
+    for n in plan:
+        n.log = str(log_file(state_dir, n.node_id))
+        if n.node_id in alive:
+            n.pid = alive[n.node_id].pid
+    address = ",".join(f"{LISTEN_HOST}:{n.port}" for n in plan)
+    admin = sec.admin_conf(address) if sec else {"bootstrap.servers": address}
+    _wait_ready(state_dir, procs, plan, admin, timeout)
+    info = BrokerInfo(plan[0].pid, plan[0].port, address, plan[0].log,
+                      jvm.pinned_version("kafka", "kafka.version"), time.time(), plan,
+                      str(sec.directory) if sec else "")
+    if sec is not None:
+        _secure_parts(sec, address, admin, topic_names)
+    record_file(state_dir).write_text(json.dumps(asdict(info)))
+    return info, True
+
+
+def _prepare_nodes(state_dir: Path, cid: str, plan: list[Node], to_start: list[Node],
+                   java: str, cp: str, sec: _Security | None) -> None:
+    """Write the nodes' settings, format their storage (first start) and record the layout."""
+    (_home(state_dir) / "log4j2.properties").write_text(LOG4J2)
     for n in to_start:
         home = _node_dir(state_dir, n.node_id)
         home.mkdir(parents=True, exist_ok=True)
-        (home / "server.properties").write_text(server_properties(n, plan, home / "data",
-                                                                  sasl_users))
+        props = server_properties(n, plan, home / "data", sec.node_settings if sec else None)
+        # the secured node's settings hold the broker principal's password
+        security.write_private(home / "server.properties", props)
+    extra = sec.format_args if sec else []
     with ThreadPoolExecutor(len(to_start)) as pool:
         list(pool.map(lambda n: _format(java, cp, cid, _node_dir(state_dir, n.node_id)
-                                        / "server.properties"), to_start))
+                                        / "server.properties", extra), to_start))
     _layout_file(state_dir).write_text(json.dumps(
-        {"cluster_id": cid, "nodes": [{"node_id": n.node_id, "port": n.port,
-                                       "controller_port": n.controller_port,
-                                       "sasl_port": n.sasl_port} for n in plan]}))
+        {"cluster_id": cid, "secure": sec is not None,
+         "nodes": [{"node_id": n.node_id, "port": n.port,
+                    "controller_port": n.controller_port} for n in plan]}))
+
+
+def _launch(state_dir: Path, to_start: list[Node], java: str, cp: str,
+            heap: str) -> dict[int, subprocess.Popen]:
+    """One ``kafka.Kafka`` process per node to start, in its own session; node id -> process."""
+    log4j = _home(state_dir) / "log4j2.properties"
     procs = {}
     for n in to_start:
         home = _node_dir(state_dir, n.node_id)
@@ -381,11 +450,13 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, cwd=home)
         n.pid = procs[n.node_id].pid
-    for n in plan:
-        n.log = str(log_file(state_dir, n.node_id))
-        if n.node_id in alive:
-            n.pid = alive[n.node_id].pid
-    address = ",".join(f"{LISTEN_HOST}:{n.port}" for n in plan)
+    return procs
+
+
+def _wait_ready(state_dir: Path, procs: dict[int, subprocess.Popen], plan: list[Node],
+                admin: dict[str, str], timeout: float) -> None:
+    """Return once every node answers; a node that exits or a timeout stops the started
+    nodes and raises BrokerError with the log's last lines."""
     deadline = time.monotonic() + timeout
     while True:
         for node_id, proc in procs.items():
@@ -396,18 +467,27 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
                     f"starting; last log lines:\n"
                     f"{_tail(_node_dir(state_dir, node_id) / 'console.log')}\n"
                     f"{_tail(log_file(state_dir, node_id))}")
-        if all(_accepts(n.port) for n in plan) and _ready(address, len(plan), timeout=2.0):
-            break
+        if all(_accepts(n.port) for n in plan) and _ready(admin, len(plan), timeout=2.0):
+            return
         if time.monotonic() > deadline:
             _stop_pids([p.pid for p in procs.values()])
-            raise BrokerError(f"the broker did not answer on {address} within {timeout:.0f} s; "
-                              f"log: {log_file(state_dir, to_start[0].node_id)}")
+            raise BrokerError(f"the broker did not answer on {admin['bootstrap.servers']} "
+                              f"within {timeout:.0f} s; "
+                              f"log: {log_file(state_dir, plan[0].node_id)}")
         time.sleep(0.1)
-    sasl = ",".join(f"{LISTEN_HOST}:{n.sasl_port}" for n in plan if n.sasl_port)
-    info = BrokerInfo(plan[0].pid, plan[0].port, address, plan[0].log, version, time.time(),
-                      plan, sasl)
-    record_file(state_dir).write_text(json.dumps(asdict(info)))
-    return info, True
+
+
+def _secure_parts(sec: _Security, address: str, admin: dict[str, str],
+                  topic_names: Mapping[str, str] | None) -> None:
+    """Grant each part its ACLs and write its settings file."""
+    if topic_names is None:
+        cfg = config.load(environ={})
+        topic_names = {t: cfg.topic(t) for t in config.TOPICS}
+    try:
+        security.apply_acls(admin, security.acl_bindings(topic_names))
+    except security.SecurityError as exc:
+        raise BrokerError(str(exc)) from None
+    security.write_client_configs(sec.directory, address, sec.creds, sec.ca)
 
 
 def stop(state_dir: Path, timeout: float = 30.0) -> BrokerInfo | None:
