@@ -122,24 +122,29 @@ def _other_ca(tmp_path: Path) -> str:
     ("subscriber", "no TLS", "another security protocol than this client's "
                              "security.protocol=SASL_PLAINTEXT"),
     ("subscriber", "untrusted CA", "TLS handshake"),
+    ("app", "wrong password", "refused the credentials"),
 ])
 def test_what_a_part_may_not_do_is_refused_in_one_line(secured, a_file, tmp_path, part, case,
                                                        expected):
     logical = {"writes matches": "matches", "writes control": "control",
                "writes metrics": "metrics"}
     env: dict[str, str] = {"GEOPS_OUTAGE_LIMIT": "15s"}
+    env.update({"wrong password": {"GEOPS_KAFKA_SASL_PASSWORD": "not-the-password"},
+                "no TLS": {"GEOPS_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"},
+                "untrusted CA": {"GEOPS_KAFKA_SSL_CA_LOCATION": _other_ca(tmp_path)},
+                }.get(case, {}))
     if case in logical:
         args = ["publish", "--file", a_file, "--topic", secured.topics[logical[case]]]
+    elif part == "app":
+        args = ["app", "--master", "local[1]"]
     else:
         args = ["tail", "--topic", "matches", "--from-beginning", "--until-idle", "1s"]
-        env.update({"wrong password": {"GEOPS_KAFKA_SASL_PASSWORD": "not-the-password"},
-                    "no TLS": {"GEOPS_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"},
-                    "untrusted CA": {"GEOPS_KAFKA_SSL_CA_LOCATION": _other_ca(tmp_path)},
-                    }.get(case, {}))
     done = geops(secured, part, *args, **env)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
+    if part == "app":  # the app logs to stdout (Spark to stderr): its errors are geops.app's
+        lines = [line for line in done.stdout.splitlines() if " geops.app ERROR " in line]
+    assert len(lines) == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert expected in lines[0], lines[0]
     assert "Traceback" not in done.stdout + done.stderr
     for pw in secured.passwords():
