@@ -41,6 +41,7 @@ class Processes:
 
     def __init__(self) -> None:
         self.procs: list[Proc] = []
+        self.started: list[Proc] = []  # every process ever started, stopped ones too
         self.broker_state: Path | None = None
         self.broker_pid: int | None = None
 
@@ -55,6 +56,7 @@ class Processes:
                                      cwd=REPO, start_new_session=True)
         proc = Proc(name, popen, log, f"{MARKER}={marker}\0".encode())
         self.procs.append(proc)
+        self.started.append(proc)
         return proc
 
     def stop(self, proc: Proc, grace: float = 20.0, reap_grace: float = 10.0) -> int | None:

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable
 
 from bench.kernel import MismatchError, format_table, run_kernel_bench
+from cli.bench_chaos import register_chaos
 from cli.bench_churn import register_churn
 from cli.bench_delivery import register_delivery
 from cli.bench_live import register_live
@@ -26,7 +27,8 @@ from geops.strategies import STRATEGIES
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench",
-                       help="run a benchmark (kernel, decode, paper, live, churn, load, scale)",
+                       help="run a benchmark (kernel, decode, paper, live, churn, load, "
+                            "scale, delivery, chaos)",
                        description="Benchmarks of the matching core and the product.")
     benches = p.add_subparsers(dest="bench", metavar="BENCH")
     benches.required = True
@@ -116,4 +118,4 @@ def _decode(args: argparse.Namespace) -> int:
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_kernel, register_decode, register_paper, register_live, register_churn,
-    register_load, register_scale, register_delivery)
+    register_load, register_scale, register_delivery, register_chaos)

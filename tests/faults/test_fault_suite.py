@@ -4,7 +4,8 @@ driver is ``kill -9``ed mid-write and restarted, and the distributor is ``kill -
 restarted. At the end the matches equal the oracle's and nothing is lost.
 
 The broker is this test's own (pausing the session's would stall other tests). The pause lasts
-``GEOPS_FAULT_PAUSE`` seconds (default 90, as the issue asks; the outage limit is 5 minutes).
+``GEOPS_FAULT_PAUSE`` seconds (default 90: past the clients' request and socket timeouts of 30
+and 60 s, so timed-out requests are retried too; the outage limit is 5 minutes).
 """
 
 from __future__ import annotations

@@ -1,0 +1,77 @@
+"""A standalone Spark cluster on this machine: a master and workers of one core each, started
+from the pyspark installation, and the executors they launch (which a fault kills)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pyspark
+
+from bench.live.calc import descendants
+from bench.live.monitor import process_parents
+from bench.processes import BenchFailed, Proc, Processes
+
+SPARK_BIN = Path(pyspark.__file__).parent / "bin"
+EXECUTOR_CLASS = b"CoarseGrainedExecutorBackend"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SparkCluster:
+    """A master and ``workers`` workers (1 core, ``memory`` each), registered with ``procs``
+    so that they are stopped with everything else."""
+
+    def __init__(self, procs: Processes, workdir: Path, env: dict[str, str], workers: int = 2,
+                 memory: str = "1g", timeout: float = 90.0):
+        port = _free_port()
+        self.master = f"spark://127.0.0.1:{port}"
+        env = {**{k: v for k, v in env.items() if k != "PYTHONPATH"},
+               "SPARK_HOME": str(SPARK_BIN.parent), "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_WORKER_DIR": str(workdir / "spark-work")}
+        self.master_proc = procs.start(
+            "spark-master", [str(SPARK_BIN / "spark-class"),
+                             "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                             "--port", str(port), "--webui-port", str(_free_port())],
+            env, workdir / "spark-master.log")
+        self.workers: list[Proc] = [procs.start(
+            f"spark-worker-{i}", [str(SPARK_BIN / "spark-class"),
+                                  "org.apache.spark.deploy.worker.Worker", self.master,
+                                  "--cores", "1", "--memory", memory,
+                                  "--webui-port", str(_free_port()),
+                                  "--work-dir", str(workdir / "spark-work")],
+            env, workdir / f"spark-worker-{i}.log") for i in range(workers)]
+        deadline = time.monotonic() + timeout
+        while not all(b"Successfully registered with master" in w.log.read_bytes()
+                      for w in self.workers):
+            for p in (self.master_proc, *self.workers):
+                if p.popen.poll() is not None:
+                    raise BenchFailed(f"{p.name} exited while starting; see {p.log}")
+            if time.monotonic() > deadline:
+                raise BenchFailed(f"the Spark workers did not register within {timeout:.0f} s; "
+                                  f"see {self.workers[0].log}")
+            time.sleep(0.5)
+
+    def executors(self) -> list[int]:
+        """The pids of the executors the workers run now (one per worker while an app runs)."""
+        parents = process_parents()
+        out = []
+        for w in self.workers:
+            for pid in descendants(w.popen.pid, parents):
+                with contextlib.suppress(OSError):
+                    if EXECUTOR_CLASS in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        out.append(pid)
+        return out
+
+    def kill_executor(self, pid: int) -> None:
+        """``kill -9`` one executor JVM; its worker launches a new one for the app."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,81 @@
+"""`geops bench chaos`: the schedule, the producer's resumption, the per-kind table (pure), and
+a short run: four faults of different kinds on the three-node cluster with the app in
+exactly-once mode, after which the answers equal the oracle's exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.chaos.faults import KINDS, Fault, _reread, schedule
+from bench.chaos.producer import to_send
+from bench.chaos.run import per_kind
+from cli.main import main
+
+# its first four faults: producer-kill, subscription-burst, broker-freeze, driver-kill
+SHORT_SEED = 1
+
+
+def test_the_schedule_is_seeded_jittered_and_capped():
+    plan = schedule(3, 600, 60, list(KINDS))
+    assert plan == schedule(3, 600, 60, list(KINDS))
+    gaps = [b - a for (a, _), (b, _) in zip([(0.0, ""), *plan], plan, strict=False)]
+    assert all(30 <= g <= 90 for g in gaps) and plan[-1][0] < 600
+    assert len(schedule(3, 600, 60, list(KINDS), max_faults=2)) == 2
+    assert {k for _, k in schedule(0, 6000, 60, ["driver-kill"])} == {"driver-kill"}
+
+
+def test_the_short_runs_seed_draws_four_different_faults():
+    kinds = [k for _, k in schedule(SHORT_SEED, 180, 30, list(KINDS), 4)]
+    assert kinds == ["producer-kill", "subscription-burst", "broker-freeze", "driver-kill"]
+
+
+def test_a_restarted_producer_sends_only_what_the_topic_lacks():
+    assert to_send(set()) == ([], 0)
+    assert to_send({0, 1, 2, 4, 5, 7}) == ([3, 6], 8)
+
+
+def test_a_killed_driver_rereads_the_batch_it_planned_and_did_not_commit(tmp_path):
+    class S:
+        checkpoint = tmp_path
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+    for n, end in ((0, 100), (1, 250)):
+        (tmp_path / "offsets" / str(n)).write_text(f'v1\n{{}}\n{{"t": {{"0": {end}}}}}\n')
+    (tmp_path / "commits" / "0").write_text("v1\n{}\n")
+    assert _reread(S()) == (150, ", batch 1 runs again")
+    (tmp_path / "commits" / "1").write_text("v1\n{}\n")
+    assert _reread(S()) == (0, "")
+
+
+def test_the_table_per_kind():
+    faults = [Fault("driver-kill", 0, 5_000, reread=300, recovered_ms=12_000),
+              Fault("driver-kill", 60_000, 64_000, reread=100, recovered_ms=70_000),
+              Fault("broker-kill", 120_000, 140_000, recovered_ms=None)]
+    rows = {r["kind"]: r for r in per_kind(faults)}
+    assert rows["driver-kill"] == {"kind": "driver-kill", "count": 2, "recovery_median_s": 11.0,
+                                   "recovery_worst_s": 12.0, "not_recovered": 0,
+                                   "reread_records": 400}
+    assert rows["broker-kill"]["not_recovered"] == 1
+    assert rows["broker-kill"]["recovery_worst_s"] is None
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["bench", "chaos", "--duration", "3m", "--every", "30s", "--faults", "4",
+                 "--seed", str(SHORT_SEED), "--rate", "300", "--subscriptions", "2000",
+                 "--base-publications", "5000", "--out", str(out),
+                 "--workdir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert (out / "summary.json").exists(), err[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    v = summary["verdict"]
+    assert code == 0, (v, err[-3000:])
+    assert v["exact"] and v["published"] > 300 * 150
+    assert v["duplicate_answers"] == v["missing_answers"] == v["wrong_answers"] == 0
+    assert sorted(r["kind"] for r in summary["per_kind"]) == sorted(
+        ["producer-kill", "subscription-burst", "broker-freeze", "driver-kill"])
+    assert "Exact" in (out / "README.md").read_text()
