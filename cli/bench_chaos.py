@@ -65,6 +65,9 @@ def register_chaos(benches: argparse._SubParsersAction) -> None:
                         "(default 20,000; the oracle answers these)")
     p.add_argument("--out", metavar="DIR", default="docs/results/chaos",
                    help="results directory (default docs/results/chaos)")
+    p.add_argument("--report-only", action="store_true",
+                   help="no run: recompute the recoveries and write the page again from the "
+                        "faults.csv, lag.csv.gz and summary.json in --out")
     live.add_workdir_arguments(p)
     p.set_defaults(func=_chaos)
 
@@ -90,9 +93,17 @@ def _options(args: argparse.Namespace):
 
 
 def _chaos(args: argparse.Namespace) -> int:
-    from bench.chaos.run import run_chaos
+    from bench.chaos.run import rerender, run_chaos
     from bench.processes import BenchFailed
 
+    if args.report_only:
+        try:
+            rerender(Path(args.out))
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"--report-only: cannot read the run in {args.out}: {exc}",
+                               EXIT_USAGE) from None
+        print((Path(args.out) / "README.md").read_text(), end="")
+        return 0
     opts = _options(args)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="geops-chaos-"))
     verdict = None

@@ -104,7 +104,7 @@ def run_chaos(opts: ChaosOptions, out: Path, workdir: Path, log: Log,
         procs.stop_all()
     verdict.left_running = _left_running(procs, stack)
     samples = [(s.time_ms, s.lag) for s in monitor.data.samples] if monitor else []
-    _recoveries(faults, samples, opts.rate)
+    recoveries(faults, samples, opts.rate)
     _write(out, opts, faults, samples, verdict, command)
     return verdict
 
@@ -231,19 +231,23 @@ def _left_running(procs: Processes, stack: Stack | None) -> list[str]:
     return left
 
 
-def _recoveries(faults: list[Fault], samples: list[tuple[int, int | None]],
-                rate: float) -> None:
-    """Each fault's recovery: the first sample after its action ended with the lag under
-    ``RECOVERED_INPUT_S`` seconds of input; its start when the lag never reached that from the
-    fault's start until then (the app did not fall behind)."""
+def recoveries(faults: list[Fault], samples: list[tuple[int, int | None]],
+               rate: float) -> None:
+    """Each fault's recovery (``recovered_ms``): the first sample with the lag under
+    ``RECOVERED_INPUT_S`` seconds of input after the last sample at or over it between the
+    fault's start and the next fault's; the fault's start when there was none (the app did not
+    fall that far behind). A fault that comes before the one before it recovered shares that
+    lag."""
     limit = RECOVERED_INPUT_S * rate
-    for f in faults:
-        f.recovered_ms = next((t for t, lag in samples
-                               if t >= f.end_ms and lag is not None and lag < limit), None)
-        if f.recovered_ms is not None and not any(
-                lag is not None and lag >= limit for t, lag in samples
-                if f.start_ms <= t <= f.recovered_ms):
+    for i, f in enumerate(faults):
+        until = faults[i + 1].start_ms if i + 1 < len(faults) else float("inf")
+        behind = [t for t, lag in samples
+                  if f.start_ms <= t < until and lag is not None and lag >= limit]
+        if not behind:
             f.recovered_ms = f.start_ms
+            continue
+        f.recovered_ms = next((t for t, lag in samples
+                               if t > behind[-1] and lag is not None and lag < limit), None)
 
 
 def per_kind(faults: list[Fault]) -> list[dict]:
@@ -263,12 +267,33 @@ def per_kind(faults: list[Fault]) -> list[dict]:
     return rows
 
 
-def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
-           samples: list[tuple[int, int | None]], v: Verdict, command: list[str]) -> None:
+def rerender(out: Path) -> dict:
+    """Recompute the recoveries and the table from a run's ``faults.csv``, ``lag.csv.gz`` and
+    ``summary.json`` and write ``faults.csv``, ``summary.json`` and ``README.md`` again."""
+    summary = json.loads((out / "summary.json").read_text())
+    with open(out / "faults.csv", newline="") as fh:
+        faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
+                        int(r["reread"])) for r in csv.DictReader(fh)]
+    with gzip.open(out / "lag.csv.gz", "rt", newline="") as fh:
+        samples = [(int(t), int(lag) if lag else None) for t, lag in list(csv.reader(fh))[1:]]
+    recoveries(faults, samples, summary["options"]["rate"])
+    _write_faults(out, faults)
+    summary["per_kind"] = per_kind(faults)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "README.md").write_text(report(summary))
+    return summary
+
+
+def _write_faults(out: Path, faults: list[Fault]) -> None:
     with open(out / "faults.csv", "w", newline="") as fh:
         wr = csv.DictWriter(fh, fieldnames=list(asdict(Fault("", 0))))
         wr.writeheader()
         wr.writerows(asdict(f) for f in faults)
+
+
+def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
+           samples: list[tuple[int, int | None]], v: Verdict, command: list[str]) -> None:
+    _write_faults(out, faults)
     with gzip.open(out / "lag.csv.gz", "wt", newline="") as fh:
         wr2 = csv.writer(fh)
         wr2.writerow(["time_ms", "lag"])
@@ -303,10 +328,11 @@ def report(summary: dict) -> str:
         f"- Last epoch: distributor {v['distributor_epoch']}, app {v['app_epoch']}.",
         f"- Left running: {', '.join(v['left_running']) or 'nothing'}.", "",
         "## Per fault kind", "",
-        "Recovery: from the fault's start until the app's lag was back under "
-        f"{RECOVERED_INPUT_S:.0f} s of input once the fault was over (0: it never fell that far "
-        "behind); re-read: the records of the batches a restarted "
-        "driver ran again (Spark's offset log; tasks an executor's loss retried within a "
+        "Recovery: from the fault's start until the app's lag (publications written and not "
+        f"yet in a finished batch) was back under {RECOVERED_INPUT_S:.0f} s of input for good "
+        "before the next fault (0: it never fell that far behind; a fault that came before the "
+        "one before it had recovered shares its lag); re-read: the records of the batches a "
+        "restarted driver ran again (Spark's offset log; tasks an executor's loss retried within a "
         "batch are not counted).", "",
         "| fault | count | recovery median s | worst s | not recovered | re-read records |",
         "|---|---:|---:|---:|---:|---:|"]

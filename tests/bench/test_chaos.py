@@ -10,7 +10,7 @@ import pytest
 
 from bench.chaos.faults import KINDS, Fault, _reread, schedule
 from bench.chaos.producer import to_send
-from bench.chaos.run import per_kind
+from bench.chaos.run import per_kind, recoveries
 from cli.main import main
 
 # its first four faults: producer-kill, subscription-burst, broker-freeze, driver-kill
@@ -47,6 +47,19 @@ def test_a_killed_driver_rereads_the_batch_it_planned_and_did_not_commit(tmp_pat
     assert _reread(S()) == (150, ", batch 1 runs again")
     (tmp_path / "commits" / "1").write_text("v1\n{}\n")
     assert _reread(S()) == (0, "")
+
+
+def test_a_recovery_ends_when_the_lag_is_back_for_good_before_the_next_fault():
+    # lag in records at 100/s: the limit is 200 (2 s of input)
+    samples = [(0, 10), (1_000, 50), (2_000, 900), (3_000, 150), (4_000, 400), (5_000, 100),
+               (6_000, 20), (10_000, 30), (11_000, 10)]
+    faults = [Fault("driver-kill", 500, 600), Fault("producer-kill", 9_000, 9_100)]
+    recoveries(faults, samples, rate=100.0)
+    assert faults[0].recovered_ms == 5_000  # after the last sample behind (4 s), not after 3 s
+    assert faults[1].recovered_ms == 9_000  # never 2 s behind: 0 s
+    still = [Fault("broker-kill", 0, 10)]
+    recoveries(still, [(0, 10), (1_000, 5_000)], rate=100.0)
+    assert still[0].recovered_ms is None
 
 
 def test_the_table_per_kind():
