@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import config
 from config import TOPICS, Config
+from config.embedded import read_record
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE  # noqa: F401 - EXIT_USAGE: cli/bench_live.py
 from kafkaio.clients import KafkaUnavailable, check_reachable
 
@@ -75,11 +76,24 @@ def settings(args: argparse.Namespace) -> Config:
 
 
 def reachable(cfg: Config) -> None:
-    """Fail fast with a helpful message when Kafka cannot be reached."""
+    """Fail fast with a helpful message when Kafka cannot be reached; a client without
+    credentials of the state directory's secured broker is told where its settings are."""
     try:
         check_reachable(cfg.kafka_client(), timeout=10.0)
     except KafkaUnavailable as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"{exc}{_secured_hint(cfg)}") from None
+
+
+def _secured_hint(cfg: Config) -> str:
+    if cfg.kafka_client().get("sasl.username"):
+        return ""
+    try:
+        record = read_record(cfg.state_dir()) or {}
+    except OSError:
+        return ""
+    secure = record.get("secure_dir")
+    return (f"; the local broker of {cfg.state_dir()} is secured: connect as a part of geops "
+            f"with --config {secure}/<part>.toml" if secure else "")
 
 
 def topic_name(cfg: Config, given: str) -> str:

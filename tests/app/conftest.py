@@ -27,6 +27,7 @@ from kafkaio.dump import by_schema
 from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
 from schemas.records import publication_records, subscription_records
+from tests.app.secured import secured  # noqa: F401 - a fixture of the secured tests
 from tests.isolated import environ_without_pythonpath
 
 SPARK_HOME = Path(pyspark.__file__).parent

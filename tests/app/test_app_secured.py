@@ -1,91 +1,24 @@
 """The secured broker (``geops broker start --secure``): SASL_SSL with SCRAM-SHA-512 only, no
-access without an ACL, one principal per part. The whole story runs with each part under its
-own principal (subscribe, the app in exactly-once, the distributor rebalancing, a live
-publisher, tail, the dashboard); each part trying what is not its job, and clients with wrong
-credentials or TLS settings, are refused in one line naming what was refused; no password
-shows in a log, an error or a command line."""
+access without an ACL, one principal per part, on one node and on three. Each part trying what
+is not its job, and clients with wrong credentials or TLS settings, are refused in one line
+naming what was refused, without a password in it. (The whole story under the parts'
+principals: ``test_app_secured_story.py``.)"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import config
-from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker as local
 from kafkaio import security
-from kafkaio.dump import by_schema
-from kafkaio.sender import produce_records
-from schemas.records import subscription_records
-from tests.app.conftest import matches, metrics
-from tests.conftest import kafka_env
-from tests.faults.stack import (
-    Procs,
-    Publisher,
-    assert_matches_oracle,
-    oracle_of,
-    wait_for,
-    wait_ready,
-)
+from tests.app.secured import PREFIX, Secured, geops
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-PREFIX = "sec-"
-
-
-@dataclass(frozen=True)
-class Secured:
-    """The secured broker of this module and where each part's settings file is."""
-
-    info: local.BrokerInfo
-    state: Path
-    topics: dict[str, str]
-
-    def settings_file(self, part: str) -> Path:
-        return Path(self.info.secure_dir) / f"{part}.toml"
-
-    def env(self, part: str, **extra: str) -> dict[str, str]:
-        """A process environment that makes geops connect as ``part``."""
-        env = {**os.environ, **kafka_env(self.info.address, str(self.state), PREFIX),
-               "GEOPS_CONFIG": str(self.settings_file(part)), **extra}
-        env.pop("GEOPS_BOOTSTRAP_SERVERS")  # the part's settings file names the broker
-        return env
-
-    def cfg(self, part: str) -> config.Config:
-        return config.load(environ=self.env(part))
-
-    def passwords(self) -> list[str]:
-        saved = json.loads((Path(self.info.secure_dir) / "credentials.json").read_text())
-        return list(saved.values())
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory) -> Secured:
-    state = tmp_path_factory.mktemp("secured") / "state"
-    topics = {t: f"{PREFIX}{t.replace('_', '-')}" for t in config.TOPICS}
-    info, _ = local.start(state, port=0, secure=True, topic_names=topics)
-    s = Secured(info, state, topics)
-    try:
-        done = geops(s, "admin", "topics", "create")
-        assert done.returncode == 0, done.stderr
-        yield s
-    finally:
-        local.stop(state)
-
-
-def geops(s: Secured, part: str, *args: str, timeout: float = 120,
-          **env: str) -> subprocess.CompletedProcess:
-    """A geops command as ``part`` (its settings file), with ``env`` on top."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=s.env(part, **env),
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_broker_takes_sasl_ssl_only_and_its_files_are_private(secured):
@@ -98,7 +31,7 @@ def test_the_broker_takes_sasl_ssl_only_and_its_files_are_private(secured):
 
 
 @pytest.fixture
-def a_file(secured, tmp_path) -> str:
+def a_file(tmp_path) -> str:
     """A GeoJSON file of three publications."""
     path = tmp_path / "pubs.geojson"
     features = [{"type": "Feature", "properties": {"id": i},
@@ -151,106 +84,32 @@ def test_what_a_part_may_not_do_is_refused_in_one_line(secured, a_file, tmp_path
         assert pw not in done.stdout + done.stderr
 
 
-class CommandLines:
-    """Every process's command line, sampled each half second while it runs (what ``ps``
-    shows)."""
-
-    def __init__(self):
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            out = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True)
-            self.seen.update(out.stdout.splitlines())
-            self._stop.wait(0.5)
-
-    def stop(self) -> set[str]:
-        self._stop.set()
-        self._thread.join()
-        return self.seen
-
-
-def _files_holding(root: Path, secrets_: list[str], skip: set[Path]) -> list[str]:
-    """Files under ``root`` (but ``skip``) that contain any of ``secrets_``."""
-    found = []
-    for f in root.rglob("*"):
-        if f.is_file() and f not in skip and f.stat().st_size < 50_000_000:
-            data = f.read_bytes()
-            found += [str(f) for pw in secrets_ if pw.encode() in data]
-    return found
-
-
-def test_the_whole_story_runs_with_each_part_under_its_own_principal(secured, tmp_path):
-    w = generate_workload(seed=5, subscriptions=600, publications=6000,
-                          skew=SkewSpec(workers=2, hot_workers=1, partitions=16,
-                                        partitioner="kdbtree", target=0.9))
-    oracle = oracle_of(w.subscriptions, w.publications)
-    ps = CommandLines()
-    procs = Procs(tmp_path / "logs")
+def test_a_three_node_cluster_is_secured_the_same_way(tmp_path, a_file):
+    state = tmp_path / "cluster"
+    topics = {t: f"{PREFIX}{t.replace('_', '-')}" for t in config.TOPICS}
+    info, _ = local.start(state, port=0, nodes=3, secure=True, topic_names=topics)
     try:
-        sub_cfg = secured.cfg("subscriber")
-        produce_records(sub_cfg.kafka_client(), sub_cfg.topic("subscriptions"), "Subscription",
-                        subscription_records(w.subscriptions))
-        # a low threshold: the test needs one rebalance, whatever the join costs here
-        dist = procs.distributor(secured.env("distributor"), "--threshold", "0.2")
-        app = procs.app(secured.env("app"), "--delivery", "exactly-once")
-        dash = subprocess.Popen([sys.executable, "-m", "cli.main", "dashboard", "--port", "0"],
-                                env=secured.env("dashboard"), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        app_cfg = secured.cfg("app")
-        wait_ready(app_cfg, app)
-        dash_cfg = secured.cfg("dashboard")
-        pub = Publisher(secured.cfg("publisher"), w.publications, rate=500)
-
-        def rebalanced() -> bool:
-            return bool(by_schema(dash_cfg.kafka_client(), dash_cfg.topic("control")))
-
-        while pub.left and not rebalanced():  # live, until the distributor has commanded
-            pub.publish(500)
-            pub.sender.flush()
-        pub.publish(pub.left)
-        pub.close()
-        wait_for("the app to answer every publication",
-                 lambda: set(oracle) <= set(matches(sub_cfg)), 180, [app, dist])
-        wait_for("the app to apply the rebalance",
-                 lambda: bool(metrics(app_cfg).get("MoveReport")), 60, [app])
-
-        line = dash.stdout.readline()
-        assert " at http://" in line, line
-        url = line.split(" at ", 1)[1].split(" ", 1)[0].rstrip("/")
-
-        state: dict = {}
-
-        def dashboard_saw_it() -> bool:
-            with urllib.request.urlopen(f"{url}/api/state", timeout=5) as r:
-                state.update(json.load(r))
-            return (state["problem"] is None and state["app"] is not None
-                    and any(rb["applied"] for rb in state["rebalances"]))
-
-        try:
-            wait_for("the dashboard to show the applied rebalance", dashboard_saw_it, 60)
-        except AssertionError:
-            pytest.fail(f"the dashboard did not show the applied rebalance; it shows {state}")
-        tail = geops(secured, "subscriber", "tail", "--topic", "matches", "--from-beginning",
-                     "--max", "3")
-        assert tail.returncode == 0 and len(tail.stdout.splitlines()) == 3, tail.stderr
-
-        assert app.stop() == 0 and dist.stop() == 0
-        dash.terminate()
-        dash_out = dash.communicate(timeout=30)[0]
-        assert assert_matches_oracle(sub_cfg, oracle) == 0  # exactly once: no duplicate
+        props = (Path(info.node(3).log).parent / "server.properties").read_text()
+        assert "listener.name.controller.ssl.client.auth=required" in props
+        s = Secured(info, state, topics)
+        assert geops(s, "admin", "topics", "create").returncode == 0
+        done = geops(s, "publisher", "publish", "--file", a_file)
+        assert done.returncode == 0, done.stderr
+        refused = geops(s, "publisher", "publish", "--file", a_file, "--topic",
+                        topics["control"], GEOPS_OUTAGE_LIMIT="15s")
+        assert "Kafka denied User:publisher WRITE on topic 'sec-control'" in refused.stderr
     finally:
-        lines = ps.stop()
-        procs.reap()
-    passwords = secured.passwords()
-    shown = [line for line in lines for pw in passwords if pw in line]
-    assert not shown, f"a password on a command line: {shown[0][:200]}"
-    logs = "\n".join(p.logs() for p in procs.started) + dash_out + tail.stdout + tail.stderr
-    assert not [pw for pw in passwords if pw in logs]
-    secure_dir = Path(secured.info.secure_dir)
-    private = set(secure_dir.iterdir()) | set(secured.state.glob("broker/node-*/server.properties"))
-    assert _files_holding(secured.state, passwords, private) == []
+        local.stop(state)
 
+
+def test_a_client_without_credentials_is_told_where_they_are(secured):
+    env = secured.env("subscriber", GEOPS_OUTAGE_LIMIT="15s")
+    del env["GEOPS_CONFIG"]  # the state directory's broker, found from its record
+    done = subprocess.run([sys.executable, "-m", "cli.main", "tail", "--topic", "matches",
+                           "--until-idle", "1s"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"is secured: connect as a part of geops with --config {secured.info.secure_dir}/" \
+           "<part>.toml" in lines[0]
