@@ -85,7 +85,9 @@ def test_reads_back_then_follows(kafka_cfg):
     w.send("status", "DistributorStatus", status("rebalance", period=99), ago_s=1,
            key="another-app")
     w.flush()
-    view = View(APP, period_s=0.5, history_s=10.0, window_s=2.0)
+    # a history long enough that the batches written 2-6 s ago are still in it when a loaded
+    # machine gets to read them back; the layout and command (100-120 s ago) are before it
+    view = View(APP, period_s=0.5, history_s=60.0, window_s=2.0)
     with following(kafka_cfg, view) as published:
         wait_for(lambda: len(published) >= 2)
         # read back: the five batches in the series, the old layout and command as state

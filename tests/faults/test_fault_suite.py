@@ -4,7 +4,7 @@ driver is ``kill -9``ed mid-write and restarted, and the distributor is ``kill -
 restarted. At the end the matches equal the oracle's and nothing is lost.
 
 The broker is this test's own (pausing the session's would stall other tests). The pause lasts
-``GEOPS_FAULT_PAUSE`` seconds (default 90: past the clients' request and socket timeouts of 30
+``GEOPS_FAULT_PAUSE`` seconds (default 65: past the clients' request and socket timeouts of 30
 and 60 s, so timed-out requests are retried too; the outage limit is 5 minutes).
 """
 
@@ -35,7 +35,7 @@ from tests.faults.stack import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "90"))
+PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "65"))
 RATE = 100.0
 
 
