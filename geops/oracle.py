@@ -40,3 +40,14 @@ def oracle_match(subs: Subscriptions, keys: np.ndarray, geoms: np.ndarray
     matched = hits.any(axis=1)
     offsets = np.concatenate([[0], np.cumsum(hits.sum(axis=1)[matched])]).astype(np.int64)
     return keys[order][matched], offsets, sub_ids[cols]
+
+
+def oracle_answers(subs: Subscriptions, keys: np.ndarray, geoms: np.ndarray
+                   ) -> dict[int, tuple[int, ...]]:
+    """Publication id -> the subscription ids it matches (ascending); unmatched ones left out.
+
+    The shape the end-to-end checks compare the ``matches`` topic with.
+    """
+    matched, offsets, ids = oracle_match(subs, keys, geoms)
+    return {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist())
+            for i, k in enumerate(matched)}

@@ -29,7 +29,7 @@ from bench.live.monitor import Monitor
 from bench.live.publisher import Log
 from bench.processes import BenchFailed, Processes
 from bench.reap import with_environ
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker
 from kafkaio.dump import by_schema
@@ -127,9 +127,7 @@ def _start(opts: ChaosOptions, procs: Processes, workdir: Path, log: Log
                                         partitioner=cfg["app.partitioner"], target=0.9))
     produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",
                     subscription_records(w.subscriptions))
-    keys, offsets, ids = oracle_match(w.subscriptions, w.publications.ids, w.publications.geoms)
-    oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist())
-              for i, k in enumerate(keys)}
+    oracle = oracle_answers(w.subscriptions, w.publications.ids, w.publications.geoms)
     base = workdir / "base-publications.pickle"
     base.write_bytes(pickle.dumps(list(publication_records(w.publications))))
     log(f"{opts.subscriptions:,} subscriptions loaded; {opts.base_publications:,} base "

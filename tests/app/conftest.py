@@ -21,7 +21,7 @@ import pytest
 import config
 from app.main import main as app_main
 from geops.model import Publications, Relation, Subscriptions
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.sender import produce_records
@@ -49,10 +49,8 @@ def workload() -> Workload:
     rels = subs.relations.copy()
     rels[np.random.default_rng(5).random(len(rels)) < 0.1] = int(Relation.DISJOINT)
     subs = Subscriptions(subs.ids, subs.geoms, rels)
-    keys, offsets, ids = oracle_match(subs, w.publications.ids, w.publications.geoms)
-    oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist())
-              for i, k in enumerate(keys)}
-    return Workload(subs, w.publications, oracle)
+    return Workload(subs, w.publications,
+                    oracle_answers(subs, w.publications.ids, w.publications.geoms))
 
 
 def load(cfg: config.Config, w: Workload) -> None:

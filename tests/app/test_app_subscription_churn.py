@@ -28,7 +28,7 @@ import shapely
 
 from app.main import checkpoint_dir, ready_path
 from geops.model import Relation, Subscriptions
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.offsets import read_to_end
@@ -152,10 +152,8 @@ def versioned_oracle(cfg, summaries: list[dict], publications) -> dict[int, tupl
                if previous.get(str(p), 0) <= o < ends.get(str(p), 0)]
         previous = ends
         live = subscription_set(sub_records, s["subscription_offsets"])
-        keys, offsets, found = oracle_match(live, np.array(ids, np.int64),
-                                            np.array([geom_of[i] for i in ids], object))
-        expected.update({int(k): tuple(found[offsets[i]:offsets[i + 1]].tolist())
-                         for i, k in enumerate(keys)})
+        expected.update(oracle_answers(live, np.array(ids, np.int64),
+                                       np.array([geom_of[i] for i in ids], object)))
     return expected
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from distributor.mldc import mldc
 from distributor.service import Service
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio.dump import by_schema
 from tests.app.conftest import Workload, load, matches, metrics, run_app
@@ -45,10 +45,7 @@ def skewed() -> Workload:
                           skew=SkewSpec(workers=2, hot_workers=1, partitions=16,
                                         partitioner="kdbtree", target=0.9))
     subs, pubs = w.subscriptions, w.publications
-    keys, offsets, ids = oracle_match(subs, pubs.ids, pubs.geoms)
-    oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist())
-              for i, k in enumerate(keys)}
-    return Workload(subs, pubs, oracle)
+    return Workload(subs, pubs, oracle_answers(subs, pubs.ids, pubs.geoms))
 
 
 def stream_with_distributor(cfg, w: Workload, mode: str) -> Service:

@@ -16,7 +16,7 @@ import pytest
 import config
 from app.main import checkpoint_dir, ready_path
 from geops.model import Publications, Subscriptions
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from kafkaio.sender import Sender
 from schemas import codec
@@ -108,8 +108,7 @@ def live_env(address: str, tmp_path: Path, prefix: str,
 
 def oracle_of(subs: Subscriptions, pubs: Publications) -> dict[int, tuple[int, ...]]:
     """Publication id -> the subscription ids it matches, by brute force."""
-    keys, offsets, ids = oracle_match(subs, pubs.ids, pubs.geoms)
-    return {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist()) for i, k in enumerate(keys)}
+    return oracle_answers(subs, pubs.ids, pubs.geoms)
 
 
 class Procs:

@@ -14,7 +14,7 @@ import pytest
 
 import config
 from config.exitcodes import EXIT_DATA_LOSS
-from geops.oracle import oracle_match
+from geops.oracle import oracle_answers
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.sender import produce_records
@@ -28,10 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def workload(seed: int, n: int) -> Workload:
     w = generate_workload(seed=seed, subscriptions=200, publications=n)
-    keys, offsets, ids = oracle_match(w.subscriptions, w.publications.ids, w.publications.geoms)
-    oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist())
-              for i, k in enumerate(keys)}
-    return Workload(w.subscriptions, w.publications, oracle)
+    return Workload(w.subscriptions, w.publications,
+                    oracle_answers(w.subscriptions, w.publications.ids, w.publications.geoms))
 
 
 def test_topic_reset_is_named_then_continue_reads_the_new_log(broker, tmp_path,

@@ -94,7 +94,7 @@ def test_a_static_side_bigger_than_the_driver_can_ship_runs_and_is_correct(broke
     executors (50,000 subscriptions, a 150 MiB driver heap, the test above) now runs: the
     partitions never pass through the driver, and with a producer writing while the app runs,
     every publication gets the oracle's matches."""
-    from geops.oracle import oracle_match
+    from geops.oracle import oracle_answers
     from tests.app.conftest import matches
     from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 
@@ -109,8 +109,7 @@ def test_a_static_side_bigger_than_the_driver_can_ship_runs_and_is_correct(broke
     producer.join()
     assert code == 0, (out + err)[-4000:]
     assert "built on the executors" in out + err
-    keys, offsets, ids = oracle_match(w.subscriptions, w.publications.ids, w.publications.geoms)
-    oracle = {int(k): tuple(ids[offsets[i]:offsets[i + 1]].tolist()) for i, k in enumerate(keys)}
+    oracle = oracle_answers(w.subscriptions, w.publications.ids, w.publications.geoms)
     got = matches(cfg)
     assert {k: v[0] for k, v in got.items()} == oracle
     assert all(len(v) == 1 for v in got.values())
