@@ -9,6 +9,8 @@ and failures) stops them in reverse order, the broker last. `geops bench live`, 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -68,6 +70,16 @@ class Processes:
         if proc in self.procs:
             self.procs.remove(proc)
         return p.returncode
+
+    def kill9(self, proc: Proc) -> None:
+        """``kill -9`` a process's whole group, and its descendants outside the group, as a
+        crash would: no shutdown hook runs."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        proc.popen.wait()
+        reap(proc.marker, grace=0.0)
+        if proc in self.procs:
+            self.procs.remove(proc)
 
     def start_broker(self, state: Path) -> str:
         """A local broker keeping its data under ``state``; its address."""

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import config
@@ -130,10 +130,14 @@ def log_file(state_dir: Path, node_id: int = 1) -> Path:
 
 
 def _info_from(record: dict) -> BrokerInfo | None:
+    """The record's broker; keys this version does not know (a record written by an older
+    one, e.g. ``sasl_address``) are left out rather than making a running broker unknown."""
+    known = {f.name for f in fields(BrokerInfo)}
     try:
-        nodes = [Node(**n) for n in record.get("nodes", [])]
-        return BrokerInfo(**{**record, "nodes": nodes})
-    except TypeError:  # not a record of ours
+        nodes = [Node(**{k: v for k, v in n.items() if k in {f.name for f in fields(Node)}})
+                 for n in record.get("nodes", [])]
+        return BrokerInfo(**{**{k: v for k, v in record.items() if k in known}, "nodes": nodes})
+    except (TypeError, AttributeError):  # not a record of ours
         return None
 
 

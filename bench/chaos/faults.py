@@ -95,7 +95,7 @@ def broker_freeze(stack: Stack, rng: np.random.Generator) -> str:
 
 
 def driver_kill(stack: Stack, rng: np.random.Generator) -> tuple[str, int]:
-    stack.kill9(stack.app)
+    stack.procs.kill9(stack.app)
     reread, which = _reread(stack)
     stack.start_app()
     return f"restarted on its checkpoint{which}", reread
@@ -111,13 +111,13 @@ def executor_kill(stack: Stack, rng: np.random.Generator) -> str:
 
 
 def distributor_kill(stack: Stack, rng: np.random.Generator) -> str:
-    stack.kill9(stack.distributor)
+    stack.procs.kill9(stack.distributor)
     stack.start_distributor()
     return "restarted"
 
 
 def producer_kill(stack: Stack, rng: np.random.Generator) -> str:
-    stack.kill9(stack.producer)
+    stack.procs.kill9(stack.producer)
     stack.start_producer()
     return "restarted, resuming where it left off"
 

@@ -185,7 +185,6 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
     top = max(counts, default=-1)
     v.missing_publications = top + 1 - len(counts)
     log(f"producer stopped: {v.published:,} publications, ids 0..{top:,}")
-    end = sum(n for n in counts.values())
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while True:
         stack.check_alive()
@@ -195,7 +194,7 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
             break
         if time.monotonic() > deadline:
             raise BenchFailed(f"the app did not drain within {DRAIN_TIMEOUT_S:.0f} s (lag {lag}, "
-                              f"{end:,} records); see {stack.app.log}")
+                              f"{sum(counts.values()):,} records published); see {stack.app.log}")
         time.sleep(1.0)
     for proc in (stack.app, stack.distributor):
         code = stack.procs.stop(proc, grace=120)

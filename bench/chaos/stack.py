@@ -4,9 +4,6 @@ a supervisor would."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +11,6 @@ from pathlib import Path
 import config
 from bench.chaos.cluster import SparkCluster
 from bench.processes import GEOPS, BenchFailed, Proc, Processes
-from bench.reap import reap
 from kafkaio import broker
 
 APP_READY = "ready: the query has started"
@@ -76,15 +72,6 @@ class Stack:
                 raise BenchFailed(f"the app was not ready within {timeout:.0f} s; "
                                   f"see {self.app.log}")
             time.sleep(0.5)
-
-    def kill9(self, proc: Proc) -> None:
-        """``kill -9`` a process's whole group, and its descendants outside the group."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-        proc.popen.wait()
-        reap(proc.marker, grace=0.0)
-        if proc in self.procs.procs:
-            self.procs.procs.remove(proc)
 
     def check_alive(self) -> None:
         """BenchFailed naming a process that exited by itself (no fault stops one for good)."""

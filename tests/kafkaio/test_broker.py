@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -64,3 +65,15 @@ def test_stale_record_is_ignored(tmp_path):
         '"started_at": 0}')
     assert broker.status(tmp_path) is None
     assert running_address(tmp_path) is None
+
+
+def test_a_record_from_an_older_version_still_names_the_running_broker(tmp_path):
+    # an older version recorded keys this one no longer writes (a plaintext SASL listener)
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "broker" / "broker.json").write_text(json.dumps({
+        "pid": os.getpid(), "port": 1, "address": "127.0.0.1:1", "log": "", "kafka_version": "",
+        "started_at": 0, "sasl_address": "127.0.0.1:2",
+        "nodes": [{"node_id": 1, "port": 1, "controller_port": 3, "pid": os.getpid(),
+                   "retired": True}]}))
+    info = broker.status(tmp_path)
+    assert info is not None and info.address == "127.0.0.1:1" and info.pids == [os.getpid()]
