@@ -35,18 +35,24 @@ def test_stop_ends_a_descendant_in_a_session_of_its_own(tmp_path):
         assert os.getpgid(child) != os.getpgid(proc.popen.pid)  # out of reach of killpg
         assert child in with_environ(proc.marker)
         procs.stop(proc, grace=5, reap_grace=0.5)
+        # A killed process loses its environment while it exits, a moment before it is a
+        # zombie or gone: wait for both.
         deadline = time.monotonic() + 5
-        while with_environ(proc.marker) and time.monotonic() < deadline:
+        while (with_environ(proc.marker) or _running(child)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert with_environ(proc.marker) == []
-        assert not os.path.exists(f"/proc/{child}") or "Z" in _state(child)
+        assert not _running(child)
     finally:
         procs.stop_all()
         reap(proc.marker, 0)  # whatever a failure left
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.integration
