@@ -196,11 +196,21 @@ def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
 
     client = _make(AdminClient, client_conf(conf, {"error_cb": on_error,
                                                    "logger": _QUIET_LOG}))
-    try:
-        client.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        client.poll(0)  # serves the error callbacks the failed request queued
-        raise KafkaUnavailable(_unreachable(exc, conf, failed)) from None
+    deadline = time.monotonic() + timeout
+    while True:  # short requests, so refused credentials or TLS end the wait at once
+        try:
+            client.list_topics(timeout=max(min(_PROBE_STEP_S, deadline - time.monotonic()),
+                                           0.05))
+            return
+        except KafkaException as exc:
+            client.poll(0)  # serves the error callbacks the failed request queued
+            if time.monotonic() >= deadline or failed.keys() & _DEFINITE:
+                raise KafkaUnavailable(_unreachable(exc, conf, failed)) from None
+
+
+_PROBE_STEP_S = 0.5
+# Failures no retry mends: the probe says so without waiting out its timeout.
+_DEFINITE = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 
 def _unreachable(exc: KafkaException, conf: Mapping[str, str], failed: dict[int, str]) -> str:
