@@ -162,12 +162,13 @@ def _object_id(props: dict[str, Any], name: str) -> str | None:
 
 
 def _parse(
-    features: list[Any], kind: str, bulk: bool = True
+    features: list[Any], kind: str, bulk: bool = True, defaults: dict[str, Any] | None = None
 ) -> tuple[list[int], list[Any], list[dict], list[Rejected]]:
     """Common checks; returns kept positions, geometries and properties, and rejections.
 
     The geometries are built after the properties were checked, all at once
     (``geops.geojson_geoms``); ``bulk=False`` reads each through GEOS's GeoJSON reader.
+    ``defaults`` are properties a feature without them gets (command-line flags).
     """
     keep: list[int] = []
     objects: list[Any] = []
@@ -180,6 +181,8 @@ def _parse(
             props = feat.get("properties") or {}
             if not isinstance(props, dict):
                 raise ValueError("properties must be an object")
+            if defaults:
+                props = {**defaults, **{k: v for k, v in props.items() if v is not None}}
             _int_id(props)
             if kind == "subscription":
                 if props.get("relation") is None:
@@ -285,19 +288,21 @@ def read_subscriptions(
 
 
 def read_fence_subscriptions(
-    path: str | os.PathLike[str], bulk: bool = True
+    path: str | os.PathLike[str], bulk: bool = True, defaults: dict[str, Any] | None = None
 ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
     """Subscriptions of a file with what makes them fences: ``detect`` (uint8
     ``DetectKind`` bit masks, 0: a plain subscription) and ``distance_m`` (float64, NaN:
-    none) of each; the feature index of each, and the rejected features."""
-    return _read_subscriptions(path, bulk)
+    none) of each; the feature index of each, and the rejected features. ``defaults``
+    (``detect``, ``distance_m``) apply to the features that do not set them."""
+    return _read_subscriptions(path, bulk, defaults)
 
 
 def _read_subscriptions(
-    path: str | os.PathLike[str], bulk: bool
+    path: str | os.PathLike[str], bulk: bool, defaults: dict[str, Any] | None = None
 ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
     with _no_cycle_collection(bulk):
-        keep, geoms, props, rejected = _parse(_features(path, bulk), "subscription", bulk)
+        keep, geoms, props, rejected = _parse(_features(path, bulk), "subscription", bulk,
+                                              defaults)
     ids = [_int_id(p) for p in props]
     rels = [_relation(p["relation"]) for p in props]
     detect = np.fromiter((_detect(p) for p in props), np.uint8, len(props))
