@@ -338,10 +338,11 @@ def write_feature_collection(path: str | os.PathLike[str], geoms: np.ndarray,
 
 def write_publications(path: str | os.PathLike[str], pubs: Publications,
                        extra: dict[str, np.ndarray] | None = None) -> None:
-    """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer)."""
+    """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer;
+    None: the feature has no such property)."""
     extra = extra or {}
     props = ({"id": int(pubs.ids[k]), "event_time": int(pubs.event_time[k]),
-              **{name: _plain(col[k]) for name, col in extra.items()}}
+              **{name: _plain(col[k]) for name, col in extra.items() if col[k] is not None}}
              for k in range(len(pubs)))
     write_feature_collection(path, pubs.geoms, props)
 
@@ -351,7 +352,7 @@ def write_subscriptions(path: str | os.PathLike[str], subs: Subscriptions,
     """Write subscriptions as GeoJSON with ``properties.relation`` as the relation name."""
     extra = extra or {}
     props = ({"id": int(subs.ids[k]), "relation": Relation(int(subs.relations[k])).name,
-              **{name: _plain(col[k]) for name, col in extra.items()}}
+              **{name: _plain(col[k]) for name, col in extra.items() if col[k] is not None}}
              for k in range(len(subs)))
     write_feature_collection(path, subs.geoms, props)
 
