@@ -300,7 +300,12 @@ class EventEngine:
         n = len(publication_ids)
         if n == 0:
             return []
-        objects, inverse = np.unique(np.asarray(object_ids, dtype=object), return_inverse=True)
+        names = np.asarray(object_ids, dtype=object)
+        if any(not isinstance(o, str) for o in names.tolist()):
+            bad = next(o for o in names.tolist() if not isinstance(o, str))
+            raise ValueError(f"object ids must be strings, got {bad!r} (a publication without "
+                             f"an object is no position)")
+        objects, inverse = np.unique(names, return_inverse=True)
         pids = np.asarray(publication_ids, np.int64)
         times = np.asarray(event_times, np.int64)
         order = np.lexsort((pids, times, inverse))

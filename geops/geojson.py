@@ -254,12 +254,16 @@ def _read_publications(
         except ValueError as exc:
             rejected.append(Rejected(i, str(exc)))
             continue
-        t = p.get("event_time", default_event_time)
-        if t is None and obj is not None:
+        if "event_time" in p:
+            t = p["event_time"]
+        elif default_event_time is not None:
+            t = default_event_time
+        elif obj is not None:
             rejected.append(Rejected(i, "missing properties.event_time (a position of an "
                                         "object needs one)"))
             continue
-        t = 0 if t is None else t
+        else:
+            t = 0
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
             rejected.append(
                 Rejected(i, f"properties.event_time must be epoch milliseconds, got {t!r}"))

@@ -11,7 +11,8 @@ are measured on the ellipsoid (``Geod.fwd``), all objects in one call per step.
 only one of them, some inside too (``DETECT_MIX``); ``outside`` is left out, since it reports
 every position outside a fence and would drown the other events. A third of the fences are
 points with a distance (a depot: 100 m to 2 km around a point of the polygon), a sixth
-polygons with a distance (50 to 500 m around it), the rest the polygons themselves.
+polygons with a distance (50 to 500 m around it), the rest the polygons themselves; a
+distance fence ``geops.fences`` would refuse keeps its plain polygon instead.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from geops.fences import GEOD
+from geops.fences import GEOD, fence_geometries
 from geops.model import DetectKind
 
 SPEED_M_S = (1.5, 30.0)
@@ -74,7 +75,17 @@ def fences(rng: np.random.Generator, geoms: np.ndarray
     masks, weights = zip(*DETECT_MIX, strict=True)
     detect[rows] = rng.choice(np.array(masks, np.uint8), len(rows), p=np.array(weights))
     points, polygons = rows[: len(rows) // 3], rows[len(rows) // 3: len(rows) // 2]
-    geoms[points] = shapely.point_on_surface(geoms[points])
+    original = geoms[points]
+    geoms[points] = shapely.point_on_surface(original)
     distance[points] = rng.uniform(*POINT_FENCE_M, len(points))
     distance[polygons] = rng.uniform(*POLYGON_FENCE_M, len(polygons))
+    # a distance fence geops.fences refuses (real data near a pole or the antimeridian, a
+    # polygon larger than it takes) stays its plain geometry, so every reader takes the file
+    fenced = np.concatenate([points, polygons])
+    _, problems = fence_geometries(fenced, geoms[fenced], distance[fenced])
+    for k in [k for k, problem in enumerate(problems) if problem]:
+        row = fenced[k]
+        distance[row] = np.nan
+        if k < len(points):
+            geoms[row] = original[k]
     return geoms, detect, distance

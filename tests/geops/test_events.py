@@ -328,3 +328,8 @@ def test_the_engine_equals_a_brute_force_loop_on_a_random_workload(seed, ttl):
     kinds = {ev[2] for ev in total}
     assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE}   # the workload exercises every kind
     assert e.dropped > 0
+
+
+def test_a_position_without_an_object_is_refused():
+    with pytest.raises(ValueError, match="object ids must be strings, got None"):
+        EventEngine().process([None], np.array([1]), np.array([1]), np.array([P_IN]))

@@ -119,3 +119,13 @@ def test_point_share_does_not_apply_with_objects(tmp_path, capsys):
     assert main(["generate", "--out", str(tmp_path / "w"), "--objects", "5",
                  "--point-share", "0.5"]) == EXIT_USAGE
     assert "--point-share does not apply with --objects" in capsys.readouterr().err
+
+
+def test_a_distance_fence_that_cannot_be_made_stays_a_plain_polygon():
+    from geops.workload.objects import fences
+
+    huge = shapely.box(-20, 40, 20, 60)             # reaches far beyond 400 km
+    geoms, detect, distance = fences(np.random.default_rng(1), np.array([huge] * 30, object))
+    assert (detect != 0).sum() == 6 and np.isnan(distance[shapely.get_type_id(geoms) != 0]).all()
+    points = shapely.get_type_id(geoms) == 0
+    assert points.sum() == 2 and not np.isnan(distance[points]).any()
