@@ -17,7 +17,8 @@ that appears mid-stream gives ``enter`` at the object's next position in it. A f
 removed gives nothing more, and what objects knew of it is forgotten: fences carry an instance
 number (``since``; the offline engine counts adds, a stream would take the offset of the record
 that added it), which changes when an id is removed and added again, so the same id added
-again starts fresh; a fence whose geometry or kinds change keeps its number and its state.
+again starts fresh; a fence whose geometry or kinds change keeps its number and its state (one
+that stops detecting is no fence any more: removed).
 
 **TTL.** An object unseen for more than ``ttl_ms`` is forgotten with an ``exit`` (reason
 ``expired``, event time = its last event time + the TTL, no publication) for every fence it
