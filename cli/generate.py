@@ -38,6 +38,7 @@ from geops.workload import (
 )
 from geops.workload.generate import (
     DEFAULT_INTERVAL_MS,
+    DEFAULT_POINT_SHARE,
     DEFAULT_PUBLICATIONS,
     DEFAULT_START_TIME_MS,
     DEFAULT_SUBSCRIPTIONS,
@@ -75,6 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--publications", type=int, default=DEFAULT_PUBLICATIONS, metavar="M",
                    help=f"publications (default {DEFAULT_PUBLICATIONS:,}, as in the paper)")
     add_mix_arguments(p)
+    p.add_argument("--objects", type=non_negative_int, default=0, metavar="N",
+                   help="moving objects: every publication is a point position of one of N "
+                        "objects (properties.object_id) moving along a track from a location "
+                        "of the stream, and a fifth of the subscriptions are fences that "
+                        "detect (properties.detect), some with properties.distance_m "
+                        "(default 0: none)")
     p.add_argument("--start-time", default=str(DEFAULT_START_TIME_MS), metavar="T",
                    help="event time of publication 0: epoch ms or ISO 8601 "
                         "(default 2024-01-01T00:00:00Z)")
@@ -211,6 +218,9 @@ def _generate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     relation = relation_from(args)
+    if args.objects and args.point_share != DEFAULT_POINT_SHARE:
+        raise CommandError("--point-share does not apply with --objects: every position of a "
+                           "moving object is a point", EXIT_USAGE)
     spec = _skew_spec(args)
     try:  # now, not after minutes of generating
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -247,7 +257,7 @@ def _generate(args: argparse.Namespace) -> int:
         workload = generate_workload(
             seed=args.seed, subscriptions=args.subscriptions, publications=args.publications,
             point_share=args.point_share, relation=relation, skew=spec, world=world,
-            start_time_ms=start, interval_ms=args.interval_ms, log=log)
+            start_time_ms=start, interval_ms=args.interval_ms, objects=args.objects, log=log)
     except ParameterError as exc:
         raise CommandError(exc.render(_flag), EXIT_USAGE) from None
     except DataError as exc:
@@ -262,6 +272,7 @@ def _generate(args: argparse.Namespace) -> int:
             "relation": None if relation is None else relation.name,
             "start_time_ms": start, "interval_ms": args.interval_ms,
             "world_size": dict(zip(LAYERS, sizes, strict=True)),
+            "objects": args.objects,
         },
     }
     try:
@@ -276,6 +287,10 @@ def _generate(args: argparse.Namespace) -> int:
           f"({', '.join(f'{k} {v:,}' for k, v in subs['layers'].items())})")
     print(f"publications: {pubs['count']:,} "
           f"({', '.join(f'{k} {v:,}' for k, v in pubs['layers'].items())})")
+    if doc["objects"] is not None:
+        o = doc["objects"]
+        print(f"objects: {o['count']:,} moving; fences: {o['fences']:,} detecting, "
+              f"{o['distance_fences']:,} with a distance ({o['point_fences']:,} around points)")
     if doc["skew"] is not None and doc["skew"]["measured"] is not None:
         s = doc["skew"]
         requested = "not steered" if s["requested"] is None else f"requested {s['requested']}"

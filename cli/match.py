@@ -2,8 +2,9 @@
 
 Reads subscriptions and publications from GeoJSON (the rules of `geops subscribe`/`publish`),
 matches them with one strategy, and writes one JSON line per matched publication in input
-order. Rejected features are printed to stderr and skipped (exit code 3); progress and a
-summary go to stderr.
+order; with ``--events``, the geofence events of moving objects instead (``geops.events``),
+one JSON line per event. Rejected features are printed to stderr and skipped (exit code 3);
+progress and a summary go to stderr.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import errno
 import os
 import sys
 import time
+from collections.abc import Callable
 
-from cli.common import CommandError, positive_int
+from cli.common import CommandError, positive_duration, positive_int
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.geojson import GeoJSONError, Rejected
-from geops.offline import match_files
+from geops.offline import events_files, match_files
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
 
@@ -29,8 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "another with one of the four strategies, through the same route, "
                     "per-partition match and merge steps as the streaming app.",
         epilog='Writes OUT.jsonl: one line {"publication_id": ID, "subscription_ids": [...]} '
-               "per matched publication, in input order, ids ascending. Exit code 3 when "
-               "input features were rejected, 2 on usage errors.")
+               "per matched publication, in input order, ids ascending. With --events: one "
+               'line {"object_id": "...", "subscription_id": ID, "kind": "enter|exit|inside|'
+               'outside", "publication_id": ID, "event_time": MS} per geofence event, '
+               "publication after publication in file order (an expiry: publication_id null, "
+               'event_time last seen + TTL, and "reason": "expired"); --strategy, '
+               "--partitions and --partitioner are not used then. Exit code 3 when input "
+               "features were rejected, 2 on usage errors.")
     p.add_argument("--subscriptions", required=True, metavar="SUBS.geojson",
                    help="subscriptions (properties.id, properties.relation)")
     p.add_argument("--publications", required=True, metavar="PUBS.geojson",
@@ -42,6 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partitioner", choices=PARTITIONERS, default="kdbtree",
                    help="spatial partitioner (default kdbtree; RIhPS hashes ids instead)")
     p.add_argument("--out", required=True, metavar="OUT.jsonl", help="output file")
+    p.add_argument("--events", action="store_true",
+                   help="write the geofence events of moving objects instead of matches: "
+                        "subscriptions with properties.detect (and properties.distance_m), "
+                        "publications with an object id and properties.event_time")
+    p.add_argument("--object-id-field", metavar="NAME",
+                   help="with --events: the publications' property holding the object id "
+                        "(default object_id)")
+    p.add_argument("--object-ttl", type=positive_duration, metavar="DURATION",
+                   help="with --events: an object unseen for longer is forgotten, with an "
+                        "exit (reason expired) from every fence it was in (default 10m)")
     p.set_defaults(func=_run)
 
 
@@ -55,6 +72,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"geops match: [{time.monotonic() - t0:6.1f}s] {message}", file=sys.stderr,
               flush=True)
 
+    if args.events:
+        return _run_events(args, log)
+    if args.object_id_field is not None or args.object_ttl is not None:
+        raise CommandError("--object-id-field and --object-ttl need --events", EXIT_USAGE)
     try:
         report = match_files(args.subscriptions, args.publications, args.out,
                              strategy=args.strategy, partitions=args.partitions,
@@ -72,6 +93,26 @@ def _run(args: argparse.Namespace) -> int:
           f"{report.candidates:,} candidates, build {report.build_seconds:.2f} s, match "
           f"{report.match_seconds:.2f} s; {rejected} features rejected; wrote {args.out}",
           file=sys.stderr)
+    return EXIT_REJECTED if rejected else EXIT_OK
+
+
+def _run_events(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    try:
+        report = events_files(args.subscriptions, args.publications, args.out,
+                              object_id_field=args.object_id_field or "object_id",
+                              ttl_ms=round((args.object_ttl or 600.0) * 1000), log=log)
+    except GeoJSONError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    except OSError as exc:
+        raise CommandError(f"{exc.filename}: {exc.strerror}", EXIT_USAGE) from None
+    _print_rejected(args.subscriptions, report.rejected_subscriptions)
+    _print_rejected(args.publications, report.rejected_publications)
+    rejected = len(report.rejected_subscriptions) + len(report.rejected_publications)
+    print(f"geops match: {report.events:,} events ({report.expired:,} expiries) of "
+          f"{report.positions:,} positions among {report.publications:,} publications against "
+          f"{report.fences:,} detecting fences of {report.subscriptions:,} subscriptions in "
+          f"{report.seconds:.2f} s; {report.dropped:,} positions older than their object's "
+          f"last dropped; {rejected} features rejected; wrote {args.out}", file=sys.stderr)
     return EXIT_REJECTED if rejected else EXIT_OK
 
 

@@ -5,6 +5,14 @@ reported on stderr by index with the reason and not produced; the exit code is 3
 rejected, so scripts can tell. An Avro container file of the schema's records (as ``geops
 generate`` writes) is read instead when the file is one, by its first bytes.
 
+A publication with an object id (``--object-id-field``) is a position of a moving object and
+carries it in ``Publication.object_id``; it stays keyed by its publication id, not by the
+object: ``bench.chaos`` reads the publications topic's keys as publication ids (the producer
+resumes from them after a restart, the verdict counts missing and duplicate publications by
+them). A subscription's ``detect`` kinds and ``distance_m`` (properties, or ``--detect`` /
+``--distance-m`` for the features without them) go into its record; a distance fence that
+cannot be made (``geops.fences``) is rejected like an invalid feature.
+
 Subscriptions are read, checked and encoded in bulk (``geops.geojson_geoms``,
 ``schemas.bulk_encoder``): a million load in well under a minute (``geops bench load``).
 """
@@ -15,18 +23,22 @@ import argparse
 import math
 import sys
 
+import numpy as np
+
 import config
 from cli.common import CommandError, reachable, settings
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
-from geops.avro_input import is_avro, read_publications_avro, read_subscriptions_avro
+from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
+from geops.fences import fence_geometries
 from geops.geojson import (
     GeoJSONError,
     Rejected,
+    read_fence_subscriptions,
     read_ids,
-    read_publications,
-    read_subscriptions,
+    read_positions,
 )
+from geops.model import DetectKind, Subscriptions
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender, produce_encoded, produce_records
@@ -53,6 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pub.add_argument("--event-time", choices=("file", "now"), default="file",
                      help="file: properties.event_time when present, else the time of sending "
                           "(default); now: always the time of sending (replaying old data)")
+    pub.add_argument("--object-id-field", default="object_id", metavar="NAME",
+                     help="the property holding a moving object's id (a non-empty string or "
+                          "an integer; default object_id): a publication that has one is a "
+                          "position of that object (an Avro file carries object_id itself)")
     config.add_arguments(pub, ["kafka", "state", "topics"])
     pub.set_defaults(func=_publish)
 
@@ -60,8 +76,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "subscribe", help="produce subscriptions from a GeoJSON file",
         description="Produce each feature of a GeoJSON FeatureCollection as an Avro "
                     "Subscription keyed by properties.id, with properties.relation "
-                    "(case-insensitive) as its relation.")
+                    "(case-insensitive) as its relation, and properties.detect and "
+                    "properties.distance_m when present (a fence for geofence events).")
     subs.add_argument("--file", required=True, metavar="F", help=INPUT_HELP)
+    subs.add_argument("--detect", type=_detect_kinds, metavar="KINDS",
+                      help="detect kinds (comma-separated: enter, exit, inside, outside) for "
+                           "the features without properties.detect")
+    subs.add_argument("--distance-m", type=_distance_m, metavar="M",
+                      help="a fence of M metres around the geometry (on the ellipsoid) for the "
+                           "features without properties.distance_m; needs detect kinds")
     subs.add_argument("--topic", metavar="T", help="topic (default: the subscriptions topic)")
     subs.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")
     config.add_arguments(subs, ["kafka", "state", "topics"])
@@ -88,6 +111,30 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite number above zero, got {text!r}")
+    return value
+
+
+def _detect_kinds(text: str) -> int:
+    """argparse type: detect kinds, comma-separated (a bit mask of ``DetectKind``)."""
+    try:
+        mask = DetectKind.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; got {text!r}") from None
+    if not mask:
+        raise argparse.ArgumentTypeError(f"expected at least one of enter, exit, inside, "
+                                         f"outside, got {text!r}")
+    return mask
+
+
+def _distance_m(text: str) -> float:
+    """argparse type: a distance in metres, finite and above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of metres above zero, got "
+                                         f"{text!r}")
     return value
 
 
@@ -133,17 +180,18 @@ def _publish(args: argparse.Namespace) -> int:
     cfg = settings(args)
     try:
         if is_avro(args.file):
-            pubs, _, rejected = read_publications_avro(args.file)
+            pubs, objects, _, rejected = read_positions_avro(args.file)
         else:
-            pubs, _, rejected = read_publications(args.file, default_event_time=MISSING_TIME)
+            pubs, objects, _, rejected = read_positions(args.file, args.object_id_field,
+                                                        default_event_time=MISSING_TIME)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
     except OSError as exc:
         raise _read_error(args.file, exc) from None
     if args.event_time == "now":
         pubs.event_time[:] = MISSING_TIME
-    return _produce(args, cfg, "publications", "Publication", list(publication_records(pubs)),
-                    rejected)
+    return _produce(args, cfg, "publications", "Publication",
+                    list(publication_records(pubs, objects)), rejected)
 
 
 def _subscription_id(text: str) -> int:
@@ -190,13 +238,44 @@ def _unsubscribe(args: argparse.Namespace) -> int:
 
 def _subscribe(args: argparse.Namespace) -> int:
     cfg = settings(args)
+    defaults = {name: value for name, value in (("detect", args.detect),
+                                                 ("distance_m", args.distance_m))
+                if value is not None}
     try:
-        subs, _, rejected = (read_subscriptions_avro if is_avro(args.file)
-                             else read_subscriptions)(args.file)
+        if is_avro(args.file):
+            subs, detect, distance, rows, rejected = read_fence_subscriptions_avro(args.file,
+                                                                                   defaults)
+        else:
+            if "detect" in defaults:
+                defaults["detect"] = DetectKind.names(defaults["detect"])
+            subs, detect, distance, rows, rejected = read_fence_subscriptions(
+                args.file, defaults=defaults)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
     except OSError as exc:
         raise _read_error(args.file, exc) from None
+    subs, detect, distance, refused = refuse_bad_fences(subs, detect, distance, rows,
+                                                        "record" if is_avro(args.file)
+                                                        else "feature")
     keys = [str(sid).encode() for sid in subs.ids.tolist()]
     return _produce(args, cfg, "subscriptions", "Subscription",
-                    (keys, encode_subscriptions(subs)), rejected)
+                    (keys, encode_subscriptions(subs, detect, distance)),
+                    sorted(rejected + refused, key=lambda r: r.index))
+
+
+def refuse_bad_fences(subs: Subscriptions, detect: np.ndarray, distance: np.ndarray,
+                      rows: list[int], what: str = "feature"
+                      ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[Rejected]]:
+    """Leave out the subscriptions whose distance fence cannot be made (near a pole, across
+    the antimeridian, too large: ``geops.fences``), each rejected by its feature index (``rows``)
+    with the reason naming it; the rest unchanged."""
+    fenced = np.flatnonzero((detect != 0) & ~np.isnan(distance))
+    if not len(fenced):
+        return subs, detect, distance, []
+    _, problems = fence_geometries(subs.ids[fenced], subs.geoms[fenced], distance[fenced])
+    bad = [int(fenced[k]) for k, problem in enumerate(problems) if problem]
+    if not bad:
+        return subs, detect, distance, []
+    refused = [Rejected(rows[i], problems[int(np.searchsorted(fenced, i))], what) for i in bad]
+    keep = np.setdiff1d(np.arange(len(subs)), bad)
+    return subs.take(keep), detect[keep], distance[keep], refused

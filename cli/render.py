@@ -86,9 +86,20 @@ def _replicas(replicas: list[dict[str, Any]] | None) -> str:
 def to_text(name: str, r: dict[str, Any]) -> str:
     """One human-readable line per record."""
     if name == "Publication":
-        return f"publication {r['id']} at {iso(r['event_time'])} {_short(_wkt(r['geometry']))}"
+        obj = f" object {r['object_id']}" if r.get("object_id") is not None else ""
+        return (f"publication {r['id']}{obj} at {iso(r['event_time'])} "
+                f"{_short(_wkt(r['geometry']))}")
     if name == "Subscription":
-        return f"subscription {r['id']} {r['relation']} {_short(_wkt(r['geometry']))}"
+        fence = f" detect {','.join(r['detect'])}" if r.get("detect") else ""
+        if r.get("distance_m") is not None:
+            fence += f" within {r['distance_m']:g} m of"
+        return f"subscription {r['id']} {r['relation']}{fence} {_short(_wkt(r['geometry']))}"
+    if name == "GeofenceEvent":
+        what = (f"publication {r['publication_id']}" if r["publication_id"] is not None
+                else r["reason"] or "no publication")
+        return (f"event {r['kind']} object {r['object_id']} subscription "
+                f"{r['subscription_id']} at {iso(r['event_time'])} ({what}), batch "
+                f"{r['batch_id']}")
     if name == "Match":
         ids = r["subscription_ids"]
         shown = ", ".join(map(str, ids[:12])) + (f", … ({len(ids)} in all)" if len(ids) > 12

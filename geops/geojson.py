@@ -2,9 +2,13 @@
 
 Input rules (shared by `geops publish`, `geops subscribe` and `geops match`): every feature needs
 an integer ``properties.id`` and a usable geometry (present, non-empty, finite, valid);
-subscriptions also need ``properties.relation`` (case-insensitive relation name); publications
-may carry ``properties.event_time`` (epoch milliseconds). A feature that breaks a rule is
-rejected with its index and the reason; the others are kept.
+subscriptions also need ``properties.relation`` (case-insensitive relation name) and may carry
+``properties.detect`` (the geofence events they report: a list, or a comma-separated string,
+of enter, exit, inside, outside, case-insensitive) and ``properties.distance_m`` (a fence of
+that many metres around the geometry; only with ``detect``); publications may carry
+``properties.event_time`` (epoch milliseconds) and an object id (``properties.object_id`` or
+the property named by ``--object-id-field``: a non-empty string or an integer). A feature that
+breaks a rule is rejected with its index and the reason; the others are kept.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 import shapely
 
 from geops.geojson_geoms import geometries
-from geops.model import Publications, Relation, Subscriptions, geometry_problems
+from geops.model import DetectKind, Publications, Relation, Subscriptions, geometry_problems
 
 try:  # about three times faster than json on coordinates (geops bench load)
     import orjson
@@ -115,13 +119,56 @@ def _relation(name: Any) -> int:
     return int(Relation.parse(name)) if code is None else code
 
 
+def _detect(props: dict[str, Any]) -> int:
+    """``properties.detect`` as a ``DetectKind`` bit mask (0: absent or empty)."""
+    value = props.get("detect")
+    if value is None:
+        return 0
+    try:
+        return DetectKind.parse(value)
+    except ValueError:
+        raise ValueError(f"properties.detect must be a list or a comma-separated string of "
+                         f"enter, exit, inside, outside, got {value!r}") from None
+
+
+def _distance(props: dict[str, Any]) -> float:
+    """``properties.distance_m`` in metres (NaN: absent); a distance without detect kinds is
+    refused, since plain matching uses the geometry itself."""
+    value = props.get("distance_m")
+    if value is None:
+        return math.nan
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value <= 0):
+        raise ValueError(f"properties.distance_m must be a finite number of metres above "
+                         f"zero, got {value!r}")
+    if not _detect(props):
+        raise ValueError(f"properties.distance_m ({value!r}) needs properties.detect: a "
+                         f"distance makes a fence for geofence events, plain matching uses "
+                         f"the geometry itself")
+    return float(value)
+
+
+def _object_id(props: dict[str, Any], name: str) -> str | None:
+    """The object id of a publication from ``properties[name]`` (None: absent)."""
+    value = props.get(name)
+    if value is None:
+        return None
+    if type(value) is int:
+        return str(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"properties.{name} must be a non-empty string or an integer (an "
+                         f"object id), got {value!r}")
+    return value
+
+
 def _parse(
-    features: list[Any], kind: str, bulk: bool = True
+    features: list[Any], kind: str, bulk: bool = True, defaults: dict[str, Any] | None = None
 ) -> tuple[list[int], list[Any], list[dict], list[Rejected]]:
     """Common checks; returns kept positions, geometries and properties, and rejections.
 
     The geometries are built after the properties were checked, all at once
     (``geops.geojson_geoms``); ``bulk=False`` reads each through GEOS's GeoJSON reader.
+    ``defaults`` are properties a feature without them gets (command-line flags).
     """
     keep: list[int] = []
     objects: list[Any] = []
@@ -134,11 +181,15 @@ def _parse(
             props = feat.get("properties") or {}
             if not isinstance(props, dict):
                 raise ValueError("properties must be an object")
+            if defaults:
+                props = {**defaults, **{k: v for k, v in props.items() if v is not None}}
             _int_id(props)
             if kind == "subscription":
                 if props.get("relation") is None:
                     raise ValueError("missing properties.relation")
                 _relation(props["relation"])
+                _detect(props)
+                _distance(props)
             gj = feat.get("geometry")
             if gj is None:
                 raise ValueError("missing geometry")
@@ -174,12 +225,45 @@ def read_publications(
     path: str | os.PathLike[str], default_event_time: int = 0, bulk: bool = True
 ) -> tuple[Publications, list[int], list[Rejected]]:
     """Publications of a file, the feature index of each, and the rejected features."""
+    pubs, _, keep, rejected = _read_publications(path, default_event_time, bulk, None)
+    return pubs, keep, rejected
+
+
+def read_positions(
+    path: str | os.PathLike[str], object_id_field: str = "object_id",
+    default_event_time: int | None = None, bulk: bool = True
+) -> tuple[Publications, np.ndarray, list[int], list[Rejected]]:
+    """Publications of a file with the object id of each (``properties[object_id_field]``;
+    an object array of str, None where absent), the feature index of each, and the rejected
+    features. ``default_event_time`` None: a publication with an object id and no
+    ``properties.event_time`` is rejected (a position needs a time)."""
+    return _read_publications(path, default_event_time, bulk, object_id_field)
+
+
+def _read_publications(
+    path: str | os.PathLike[str], default_event_time: int | None, bulk: bool,
+    object_id_field: str | None
+) -> tuple[Publications, np.ndarray, list[int], list[Rejected]]:
     with _no_cycle_collection(bulk):
         keep, geoms, props, rejected = _parse(_features(path, bulk), "publication", bulk)
     times = []
-    good_keep, good_geoms, good_ids = [], [], []
+    good_keep, good_geoms, good_ids, objects = [], [], [], []
     for i, g, p in zip(keep, geoms, props, strict=True):
-        t = p.get("event_time", default_event_time)
+        try:
+            obj = None if object_id_field is None else _object_id(p, object_id_field)
+        except ValueError as exc:
+            rejected.append(Rejected(i, str(exc)))
+            continue
+        if "event_time" in p:
+            t = p["event_time"]
+        elif default_event_time is not None:
+            t = default_event_time
+        elif obj is not None:
+            rejected.append(Rejected(i, "missing properties.event_time (a position of an "
+                                        "object needs one)"))
+            continue
+        else:
+            t = 0
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
             rejected.append(
                 Rejected(i, f"properties.event_time must be epoch milliseconds, got {t!r}"))
@@ -188,8 +272,11 @@ def read_publications(
         good_geoms.append(g)
         good_ids.append(_int_id(p))
         times.append(int(t))
+        objects.append(obj)
     rejected.sort(key=lambda r: r.index)
-    return Publications(good_ids, good_geoms, times), good_keep, rejected
+    object_ids = np.empty(len(objects), object)
+    object_ids[:] = objects
+    return Publications(good_ids, good_geoms, times), object_ids, good_keep, rejected
 
 
 def read_subscriptions(
@@ -200,11 +287,31 @@ def read_subscriptions(
     ``bulk=False`` reads it as before the bulk path (json, each geometry through GEOS's
     GeoJSON reader), for ``geops bench load``.
     """
+    subs, _, _, keep, rejected = _read_subscriptions(path, bulk)
+    return subs, keep, rejected
+
+
+def read_fence_subscriptions(
+    path: str | os.PathLike[str], bulk: bool = True, defaults: dict[str, Any] | None = None
+) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
+    """Subscriptions of a file with what makes them fences: ``detect`` (uint8
+    ``DetectKind`` bit masks, 0: a plain subscription) and ``distance_m`` (float64, NaN:
+    none) of each; the feature index of each, and the rejected features. ``defaults``
+    (``detect``, ``distance_m``) apply to the features that do not set them."""
+    return _read_subscriptions(path, bulk, defaults)
+
+
+def _read_subscriptions(
+    path: str | os.PathLike[str], bulk: bool, defaults: dict[str, Any] | None = None
+) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
     with _no_cycle_collection(bulk):
-        keep, geoms, props, rejected = _parse(_features(path, bulk), "subscription", bulk)
+        keep, geoms, props, rejected = _parse(_features(path, bulk), "subscription", bulk,
+                                              defaults)
     ids = [_int_id(p) for p in props]
     rels = [_relation(p["relation"]) for p in props]
-    return Subscriptions(ids, geoms, rels), keep, rejected
+    detect = np.fromiter((_detect(p) for p in props), np.uint8, len(props))
+    distance = np.fromiter((_distance(p) for p in props), np.float64, len(props))
+    return Subscriptions(ids, geoms, rels), detect, distance, keep, rejected
 
 
 def read_ids(path: str | os.PathLike[str]) -> tuple[list[int], list[Rejected]]:
@@ -235,10 +342,11 @@ def write_feature_collection(path: str | os.PathLike[str], geoms: np.ndarray,
 
 def write_publications(path: str | os.PathLike[str], pubs: Publications,
                        extra: dict[str, np.ndarray] | None = None) -> None:
-    """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer)."""
+    """Write publications as GeoJSON; ``extra`` adds per-feature properties (e.g. layer;
+    None: the feature has no such property)."""
     extra = extra or {}
     props = ({"id": int(pubs.ids[k]), "event_time": int(pubs.event_time[k]),
-              **{name: _plain(col[k]) for name, col in extra.items()}}
+              **{name: _plain(col[k]) for name, col in extra.items() if col[k] is not None}}
              for k in range(len(pubs)))
     write_feature_collection(path, pubs.geoms, props)
 
@@ -248,7 +356,7 @@ def write_subscriptions(path: str | os.PathLike[str], subs: Subscriptions,
     """Write subscriptions as GeoJSON with ``properties.relation`` as the relation name."""
     extra = extra or {}
     props = ({"id": int(subs.ids[k]), "relation": Relation(int(subs.relations[k])).name,
-              **{name: _plain(col[k]) for name, col in extra.items()}}
+              **{name: _plain(col[k]) for name, col in extra.items() if col[k] is not None}}
              for k in range(len(subs)))
     write_feature_collection(path, subs.geoms, props)
 

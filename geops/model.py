@@ -7,7 +7,7 @@ the subscription geometry is the first operand, as in GeoPS (CONTAINS = s contai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 
 import numpy as np
 import shapely
@@ -36,6 +36,42 @@ class Relation(IntEnum):
             raise ValueError(
                 f"unknown relation {name!r}; expected one of {', '.join(r.name for r in cls)}"
             ) from None
+
+
+class DetectKind(IntFlag):
+    """What a detecting subscription (a fence) reports about a moving object, one bit each;
+    bit i is symbol i of the Avro enum ``io.geops.DetectKind``. A fence's ``detect`` is a set
+    of them (0: none, a plain subscription)."""
+
+    ENTER = 1
+    EXIT = 2
+    INSIDE = 4
+    OUTSIDE = 8
+
+    @classmethod
+    def parse(cls, value: object) -> int:
+        """The bit mask of a list of kind names, or of one comma-separated string of them
+        (case-insensitive; ``[]`` and ``""``: none); ValueError naming what is wrong."""
+        if isinstance(value, str):
+            names = [p.strip() for p in value.split(",")] if value.strip() else []
+        elif isinstance(value, list | tuple):
+            names = list(value)
+        else:
+            raise ValueError(f"expected a list of kinds or a comma-separated string, got "
+                             f"{value!r}")
+        mask = 0
+        for name in names:
+            kind = cls.__members__.get(name.strip().upper()) if isinstance(name, str) else None
+            if kind is None:
+                raise ValueError(f"unknown kind {name!r}; expected any of "
+                                 f"{', '.join(k.lower() for k in cls.__members__)}")
+            mask |= int(kind)
+        return mask
+
+    @classmethod
+    def names(cls, mask: int) -> list[str]:
+        """The kind names of a bit mask, in the enum's order (upper case, as in Avro)."""
+        return [name for name, kind in cls.__members__.items() if mask & kind]
 
 
 # GeoPS's "mixed" workload draws relations uniformly from all but DISJOINT.

@@ -1,4 +1,5 @@
-"""The offline matcher behind `geops match`: GeoJSON files in, JSON lines of matches out.
+"""The offline matcher behind `geops match`: GeoJSON files in, JSON lines of matches out
+(or, with ``--events``, of geofence events: ``events_files``).
 
 It runs the app's path without Kafka or Spark: build the strategy, load every partition from
 its payload, then per batch of publications route → group items by partition → match → merge.
@@ -19,7 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from geops.geojson import Rejected, read_publications, read_subscriptions
+from geops.events import EventEngine
+from geops.geojson import (
+    Rejected,
+    read_fence_subscriptions,
+    read_positions,
+    read_publications,
+    read_subscriptions,
+)
 from geops.model import Subscriptions
 from geops.strategies import LocalRunner, build_strategy
 
@@ -46,15 +54,20 @@ class OfflineReport:
 def last_of_each_id(subs: Subscriptions, features: list[int]
                     ) -> tuple[Subscriptions, list[Rejected]]:
     """Keep the last subscription of each id; the earlier ones are rejected as replaced."""
-    rev_ids = subs.ids[::-1]
-    _, first_in_rev = np.unique(rev_ids, return_index=True)
-    keep = np.sort(len(subs) - 1 - first_in_rev)
-    dropped = np.setdiff1d(np.arange(len(subs)), keep)
-    winner = dict(zip(subs.ids[keep].tolist(), keep.tolist(), strict=True))
-    rejected = [Rejected(features[i], f"subscription id {subs.ids[i]} is replaced by feature "
-                                      f"{features[winner[int(subs.ids[i])]]}")
-                for i in dropped.tolist()]
+    keep, rejected = _last_of_each_id(subs.ids, features)
     return subs.take(keep), rejected
+
+
+def _last_of_each_id(ids: np.ndarray, features: list[int]) -> tuple[np.ndarray, list[Rejected]]:
+    """The rows of the last subscription of each id, and the earlier ones rejected."""
+    _, first_in_rev = np.unique(ids[::-1], return_index=True)
+    keep = np.sort(len(ids) - 1 - first_in_rev)
+    dropped = np.setdiff1d(np.arange(len(ids)), keep)
+    winner = dict(zip(ids[keep].tolist(), keep.tolist(), strict=True))
+    rejected = [Rejected(features[i], f"subscription id {ids[i]} is replaced by feature "
+                                      f"{features[winner[int(ids[i])]]}")
+                for i in dropped.tolist()]
+    return keep, rejected
 
 
 def match_files(subscriptions: str | os.PathLike[str], publications: str | os.PathLike[str],
@@ -105,3 +118,73 @@ def _lines(pub_ids: np.ndarray, offsets: np.ndarray, sub_ids: np.ndarray) -> str
     return "".join(
         f'{{"publication_id": {pid}, "subscription_ids": [{", ".join(map(str, ids[a:b]))}]}}\n'
         for pid, a, b in zip(pub_ids.tolist(), bounds[:-1], bounds[1:], strict=True))
+
+
+@dataclass
+class EventsReport:
+    """What `geops match --events` did, for its summary line and exit code."""
+
+    subscriptions: int = 0
+    fences: int = 0
+    publications: int = 0
+    positions: int = 0
+    events: int = 0
+    expired: int = 0
+    dropped: int = 0
+    seconds: float = 0.0
+    rejected_subscriptions: list[Rejected] = field(default_factory=list)
+    rejected_publications: list[Rejected] = field(default_factory=list)
+
+
+def events_files(subscriptions: str | os.PathLike[str], publications: str | os.PathLike[str],
+                 out: str | os.PathLike[str], *, object_id_field: str = "object_id",
+                 ttl_ms: int | None = 600_000, log: Callable[[str], None] | None = None
+                 ) -> EventsReport:
+    """The geofence events of the publications file against the detecting subscriptions of
+    the subscriptions file, one publication after another in file order (``geops.events``),
+    written to ``out`` as JSON lines (``Event.to_json``). Publications without an object id
+    are no positions and give nothing. At the end, every object unseen for more than the TTL
+    before the latest event time of the file expires (``EventEngine.expire``).
+
+    Raises ``geops.geojson.GeoJSONError`` for an unusable input file and ``OSError`` when
+    ``out`` cannot be written.
+    """
+    report = EventsReport()
+    subs, detect, distance, features, report.rejected_subscriptions = \
+        read_fence_subscriptions(subscriptions)
+    keep, replaced = _last_of_each_id(subs.ids, features)
+    subs, detect, distance = subs.take(keep), detect[keep], distance[keep]
+    features = [features[k] for k in keep.tolist()]
+    engine = EventEngine(ttl_ms)
+    problems = engine.set_fences(subs.ids, subs.geoms, detect, distance)
+    refused = [Rejected(features[k], problem) for k, problem in enumerate(problems) if problem]
+    report.rejected_subscriptions = sorted(report.rejected_subscriptions + replaced + refused,
+                                           key=lambda r: r.index)
+    report.subscriptions, report.fences = len(subs) - len(refused), len(engine.fences)
+    pubs, objects, _, report.rejected_publications = read_positions(publications,
+                                                                    object_id_field)
+    report.publications = len(pubs)
+    positions = np.flatnonzero(np.array([o is not None for o in objects], bool))
+    report.positions = len(positions)
+    if log:
+        log(f"{report.fences:,} detecting fences of {report.subscriptions:,} subscriptions; "
+            f"{report.positions:,} positions of {len(set(objects[positions].tolist())):,} "
+            f"objects among {report.publications:,} publications")
+    t0 = time.perf_counter()
+    with open(out, "w", encoding="utf-8") as fh:
+        for n, k in enumerate(positions.tolist(), 1):
+            events = engine.process(objects[k:k + 1], pubs.ids[k:k + 1],
+                                    pubs.event_time[k:k + 1], pubs.geoms[k:k + 1])
+            report.events += len(events)
+            report.expired += sum(e.reason is not None for e in events)
+            fh.write("".join(e.to_json() + "\n" for e in events))
+            if log and n % 20_000 == 0:
+                log(f"{n:,}/{report.positions:,} positions")
+        if len(positions):
+            events = engine.expire(int(pubs.event_time[positions].max()))
+            report.events += len(events)
+            report.expired += len(events)
+            fh.write("".join(e.to_json() + "\n" for e in events))
+    report.dropped = engine.dropped
+    report.seconds = time.perf_counter() - t0
+    return report

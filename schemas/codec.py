@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +29,7 @@ SCHEMA_DIR: Traversable = resources.files(__package__)
 HISTORY_DIR = SCHEMA_DIR / "history"
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
+_BUFFER = re.compile(r" from <_io\.BytesIO object at 0x[0-9a-f]+>")
 
 
 class DecodeError(ValueError):
@@ -152,7 +154,11 @@ class Codec:
             else:
                 record = fastavro.schemaless_reader(buf, writer.parsed, reader.parsed)
         except Exception as exc:  # fastavro raises many types on truncated/corrupt bodies
-            raise DecodeError(f"corrupt {writer.name} body: {type(exc).__name__}: {exc}") from None
+            # some of its messages name the buffer object ("from <_io.BytesIO object at
+            # 0x...>"): an address says nothing about the record and differs per read
+            said = _BUFFER.sub("", str(exc))
+            raise DecodeError(f"corrupt {writer.name} body: {type(exc).__name__}: {said}"
+                              ) from None
         if buf.tell() != len(data):
             raise DecodeError(f"{len(data) - buf.tell()} trailing bytes after {writer.name} body")
         return writer.name, record

@@ -3,12 +3,15 @@
 
 Anything with the columns of ``geops.model.Publications`` (``ids``, ``geoms``, ``event_time``)
 or ``Subscriptions`` (``ids``, ``geoms``, ``relations``: the index of the relation in the Avro
-enum ``io.geops.Relation``) converts, so the wire format does not depend on the model.
+enum ``io.geops.Relation``) converts, so the wire format does not depend on the model; object
+ids of publications, detect kinds (bit i: symbol i of ``io.geops.DetectKind``) and distances
+of subscriptions are optional columns beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,16 +42,34 @@ def relation_symbols() -> tuple[str, ...]:
     return tuple(next(f["type"]["symbols"] for f in fields if f["name"] == "relation"))
 
 
-def publication_records(pubs: PublicationColumns) -> Iterator[dict[str, Any]]:
-    """Publications as records of the Avro ``Publication`` schema."""
+def detect_symbols() -> tuple[str, ...]:
+    """The symbols of the Avro enum ``io.geops.DetectKind``, in the order of their bits."""
+    fields = codec().current["Subscription"].source["fields"]
+    return tuple(next(f["type"]["items"]["symbols"] for f in fields if f["name"] == "detect"))
+
+
+def publication_records(pubs: PublicationColumns, object_ids: Sequence[str | None] | None = None
+                        ) -> Iterator[dict[str, Any]]:
+    """Publications as records of the Avro ``Publication`` schema; ``object_ids`` (None
+    where a publication has none) when given."""
     wkb = shapely.to_wkb(pubs.geoms)
-    for pid, geom, t in zip(pubs.ids.tolist(), wkb, pubs.event_time.tolist(), strict=True):
-        yield {"id": pid, "geometry": geom, "event_time": t}
+    objects = [None] * len(wkb) if object_ids is None else object_ids
+    for pid, geom, t, obj in zip(pubs.ids.tolist(), wkb, pubs.event_time.tolist(), objects,
+                                 strict=True):
+        yield {"id": pid, "geometry": geom, "event_time": t, "object_id": obj}
 
 
-def subscription_records(subs: SubscriptionColumns) -> Iterator[dict[str, Any]]:
-    """Subscriptions as records of the Avro ``Subscription`` schema."""
+def subscription_records(subs: SubscriptionColumns, detect: np.ndarray | None = None,
+                         distance_m: np.ndarray | None = None) -> Iterator[dict[str, Any]]:
+    """Subscriptions as records of the Avro ``Subscription`` schema; ``detect`` (bit masks)
+    and ``distance_m`` (NaN: none) when given."""
     wkb = shapely.to_wkb(subs.geoms)
-    names = relation_symbols()
-    for sid, geom, rel in zip(subs.ids.tolist(), wkb, subs.relations.tolist(), strict=True):
-        yield {"id": sid, "geometry": geom, "relation": names[rel]}
+    names, kinds = relation_symbols(), detect_symbols()
+    n = len(wkb)
+    masks = [0] * n if detect is None else np.asarray(detect).tolist()
+    distances = [math.nan] * n if distance_m is None else np.asarray(distance_m, float).tolist()
+    for sid, geom, rel, mask, d in zip(subs.ids.tolist(), wkb, subs.relations.tolist(), masks,
+                                       distances, strict=True):
+        yield {"id": sid, "geometry": geom, "relation": names[rel],
+               "detect": [k for i, k in enumerate(kinds) if mask >> i & 1],
+               "distance_m": None if math.isnan(d) else d}

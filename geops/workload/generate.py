@@ -18,6 +18,11 @@ sectors are all skewed alike and the processing-time skew follows the item skew.
 cannot reach S (e.g. areas that all span hot and cold cells) stops at its limit and the other
 kinds share the shortfall; near the overall limits a single greedy over all publications takes
 over. An S outside the reachable range is refused with that range.
+
+Moving objects (``objects`` N > 0, ``geops.workload.objects``): every publication is a point,
+a position of object i mod N; the objects start at N of the stream's (steered) locations and
+move along tracks from there, so the skew is the starting one, measured again on the
+positions. A share of the subscriptions become fences that detect, some with a distance.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import shapely
 
 from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
 from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner
+from geops.workload import objects as moving
 from geops.workload.realdata import DataError
 from geops.workload.skew import (
     SkewSpec,
@@ -122,6 +128,11 @@ class Workload:
     world: World
     skew: SkewReport | None = None
     partitioner: SpatialPartitioner | None = field(default=None, repr=False)
+    # moving objects (None without): each publication's object id; each subscription's
+    # detect kinds (DetectKind bit masks) and distance in metres (NaN: none)
+    object_ids: np.ndarray | None = None
+    detect: np.ndarray | None = None
+    distance_m: np.ndarray | None = None
 
     def summary(self) -> dict[str, Any]:
         """Counts per layer and relation, and the skew, for ``workload.json``."""
@@ -140,6 +151,13 @@ class Workload:
             "world": {layer: len(self.world.layers[layer]) for layer in LAYERS},
             "sources": dict(self.world.sources),
             "skew": None if self.skew is None else self.skew.to_json(),
+            "objects": None if self.object_ids is None else {
+                "count": len(set(self.object_ids.tolist())),
+                "fences": int(np.count_nonzero(self.detect)),
+                "distance_fences": int(np.count_nonzero(~np.isnan(self.distance_m))),
+                "point_fences": int(np.count_nonzero(
+                    (self.detect != 0) & (shapely.get_type_id(self.subscriptions.geoms) == 0))),
+            },
         }
 
 
@@ -203,11 +221,19 @@ def _children(world: World) -> list[tuple[str, str]]:
 
 
 def _validate(subscriptions: int, publications: int, point_share: float, interval_ms: int,
-              skew: SkewSpec | None) -> None:
+              skew: SkewSpec | None, objects: int = 0) -> None:
     if subscriptions < 0:
         raise ParameterError("subscriptions", f"must be >= 0, got {subscriptions}")
     if publications < 0:
         raise ParameterError("publications", f"must be >= 0, got {publications}")
+    if objects < 0:
+        raise ParameterError("objects", f"must be >= 0, got {objects}")
+    if objects > publications:
+        raise ParameterError("objects", f"must be at most {{publications}} ({publications}): "
+                                        f"every object has a position, got {objects}")
+    if objects and skew is not None and skew.moving:
+        raise ParameterError("objects", "does not go with {moving_hotspot}: the objects move "
+                                        "along their own tracks")
     if not 0.0 <= point_share <= 1.0:
         raise ParameterError("point_share", f"must be within [0, 1], got {point_share}")
     if interval_ms < 0:
@@ -254,19 +280,26 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                       start_time_ms: int = DEFAULT_START_TIME_MS,
                       interval_ms: int = DEFAULT_INTERVAL_MS,
                       skew_tolerance: float = SKEW_TOLERANCE,
-                      log: Log | None = None) -> Workload:
+                      objects: int = 0, log: Log | None = None) -> Workload:
     """Generate a workload deterministically from ``seed`` (the default world when none given).
 
     With ``skew`` the partitioner is built as the app builds it
     (``build_partitioner(kind, subscriptions, P, sample_seed=0)``), partitions go to workers by
     ``initial_assignment``, and with ``skew.target`` set the publications are chosen so that
     that fraction of stream items falls in the partitions of workers 0..H-1 (±``skew_tolerance``,
-    else ParameterError naming the reachable range).
+    else ParameterError naming the reachable range). With ``objects`` N > 0 the publications
+    are positions of N moving objects (every one a point: ``point_share`` does not apply) and
+    some subscriptions detect (see the module docstring).
     """
-    _validate(subscriptions, publications, point_share, interval_ms, skew)
+    _validate(subscriptions, publications, point_share, interval_ms, skew, objects)
     world = world if world is not None else synthetic_world(seed, log=log)
     subs, sub_layers = generate_subscriptions(world, subscriptions,
                                               np.random.default_rng([seed, 1]), relation)
+    detect = distance = None
+    if objects:
+        geoms, detect, distance = moving.fences(np.random.default_rng([seed, 3]), subs.geoms)
+        subs = Subscriptions(subs.ids, geoms, subs.relations)
+        point_share = 1.0
     partitioner = None
     if skew is not None:
         if log:
@@ -323,6 +356,14 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     for layer in LAYERS:
         rows = np.flatnonzero(kinds == layer)
         geoms[rows] = world.layers[layer][cells[layer][chosen[rows]]]
+    object_ids = None
+    if objects:
+        track_rng = np.random.default_rng([seed, 4])
+        starts = pool[chosen[track_rng.permutation(publications)[:objects]]]
+        extent = tuple(shapely.total_bounds(world.layers[LAYERS[0]]).tolist())
+        geoms = shapely.points(moving.tracks(track_rng, starts, publications, interval_ms,
+                                             extent))
+        object_ids = moving.object_names(objects, publications)
     pubs = Publications(np.arange(publications), geoms,
                         start_time_ms + interval_ms * np.arange(publications, dtype=np.int64))
     if report is not None and publications and (skew.hot_partitions is not None
@@ -338,7 +379,8 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     elif report is not None and publications:
         report.measured = measured_skew(partitioner, pubs.geoms, report.assignment,
                                         skew.hot_workers)
-    return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner)
+    return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner, object_ids,
+                    detect, distance)
 
 
 def _follow_population(kinds: np.ndarray, cells: dict[str, np.ndarray], pool_size: int,

@@ -5,6 +5,8 @@
 ``DIR/publications.avro`` are Avro object container files with the ``Subscription`` and
 ``Publication`` schemas of ``schemas/`` (geometry as WKB, relation as the enum symbol, event time
 as epoch milliseconds), in the same order; ``DIR/workload.json`` records how it was made.
+A workload of moving objects adds ``object_id`` to the publications and ``detect`` /
+``distance_m`` to the subscriptions that are fences (properties and record fields alike).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import numpy as np
 
 from geops.geojson import write_publications, write_subscriptions
+from geops.model import DetectKind
 from geops.workload.generate import Workload
 from geops.workload.world import Log
 from schemas.codec import codec
@@ -53,16 +57,31 @@ def write_workload(out: str | os.PathLike[str], workload: Workload, record: dict
             log(f"writing {out / name}")
         return out / name
 
-    write_subscriptions(step("subscriptions.geojson"), workload.subscriptions,
-                        {"layer": workload.subscription_layers})
-    write_publications(step("publications.geojson"), workload.publications,
-                       {"layer": workload.publication_layers})
+    sub_extra: dict[str, np.ndarray] = {"layer": workload.subscription_layers}
+    pub_extra: dict[str, np.ndarray] = {"layer": workload.publication_layers}
+    if workload.object_ids is not None:
+        # the properties geops subscribe / publish / match --events read
+        sub_extra["detect"] = _detect_names(workload.detect)
+        sub_extra["distance_m"] = np.array([None if np.isnan(d) else round(float(d), 1)
+                                            for d in workload.distance_m], object)
+        pub_extra["object_id"] = workload.object_ids
+    write_subscriptions(step("subscriptions.geojson"), workload.subscriptions, sub_extra)
+    write_publications(step("publications.geojson"), workload.publications, pub_extra)
     write_avro(step("subscriptions.avro"), "Subscription",
-               subscription_records(workload.subscriptions))
+               subscription_records(workload.subscriptions, workload.detect,
+                                    None if workload.distance_m is None else
+                                    np.round(workload.distance_m, 1)))
     write_avro(step("publications.avro"), "Publication",
-               publication_records(workload.publications))
+               publication_records(workload.publications, workload.object_ids))
     doc = {**record, **workload.summary()}
     with open(out / "workload.json", "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=2)
         fh.write("\n")
     return doc
+
+
+def _detect_names(masks: np.ndarray) -> np.ndarray:
+    """``properties.detect`` of each subscription: lower-case kind names, None for none."""
+    out = np.empty(len(masks), object)
+    out[:] = [[k.lower() for k in DetectKind.names(m)] or None for m in masks.tolist()]
+    return out

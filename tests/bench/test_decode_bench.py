@@ -21,7 +21,8 @@ def test_a_wrong_decoder_fails_the_bench(monkeypatch) -> None:
 
     def off_by_one(values):
         got = real(values)
-        return type(got)(got.ok, got.ids + 1, got.geometries, got.event_times, got.errors)
+        return type(got)(got.ok, got.ids + 1, got.geometries, got.event_times, got.errors,
+                         got.object_ids)
 
     monkeypatch.setattr(decode, "decode_publications", off_by_one)
     with pytest.raises(decode.MismatchError):

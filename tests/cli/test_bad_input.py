@@ -233,7 +233,7 @@ BAD = "§bad"   # no integer, number, duration, choice, topic name, or existing 
 FREE_FORM = {"--bootstrap-servers", "--state-dir", "--app-id", "--checkpoint", "--master",
              "--topic", "--strategies", "--pipelines", "--modes", "--skews", "--out", "--workdir",
              "--file", "--subscriptions", "--publications", "--points-csv", "--areas",
-             "--districts", "--sectors", "--driver-java-options"}
+             "--districts", "--sectors", "--driver-java-options", "--object-id-field"}
 # What each command needs besides the bad flag (DIR is the scratch directory).
 BASE = {
     "tail": ["--topic", "x"],

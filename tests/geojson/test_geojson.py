@@ -126,3 +126,21 @@ def test_write_then_read_round_trip(tmp_path):
     back, _, _ = read_publications(tmp_path / "p.json")
     assert shapely.equals_exact(back.geoms[0], pubs.geoms[0], tolerance=0)
     assert back.event_time[0] == 5
+
+
+def test_positions_event_times_and_object_ids(tmp_path):
+    from geops.geojson import read_positions
+
+    path = tmp_path / "p.geojson"
+    point = {"type": "Point", "coordinates": [1, 2]}
+    path.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": p, "geometry": point} for p in (
+            {"id": 1, "object_id": "a", "event_time": 5}, {"id": 2},
+            {"id": 3, "object_id": "b"}, {"id": 4, "event_time": None},
+            {"id": 5, "object_id": 7, "event_time": 6})]}))
+    pubs, objects, kept, rejected = read_positions(path)
+    assert kept == [0, 1, 4] and objects.tolist() == ["a", None, "7"]
+    assert pubs.event_time.tolist() == [5, 0, 6]
+    assert [str(r) for r in rejected] == [
+        "feature 2: missing properties.event_time (a position of an object needs one)",
+        "feature 3: properties.event_time must be epoch milliseconds, got None"]

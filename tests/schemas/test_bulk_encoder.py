@@ -7,7 +7,7 @@ import shapely
 
 from geops.model import Subscriptions
 from schemas import codec
-from schemas.bulk_encoder import encode, encode_subscriptions
+from schemas.bulk_encoder import encode, encode_subscriptions, object_tails
 from schemas.records import relation_symbols, subscription_records
 
 
@@ -34,3 +34,23 @@ def test_subscriptions_encode_as_their_records():
     c = codec()
     assert encode_subscriptions(subs) == [c.encode("Subscription", r)
                                           for r in subscription_records(subs)]
+
+
+def test_optional_fields_equal_the_codecs():
+    """Object ids of publications; detect kinds and distances of subscriptions."""
+    c, kinds = codec(), ["ENTER", "EXIT", "INSIDE", "OUTSIDE"]
+    objects = [None, "", "car-17", "ü" * 70, None]
+    ids = np.arange(5, dtype=np.int64) - 2
+    blobs = [bytes(k) for k in range(5)]
+    assert encode("Publication", ids, blobs, ids * 1000, object_tails(objects)) == [
+        c.encode("Publication", {"id": int(i), "geometry": b, "event_time": int(i) * 1000,
+                                 "object_id": o})
+        for i, b, o in zip(ids, blobs, objects, strict=True)]
+    masks = np.array([0, 1, 15, 6, 8], np.uint8)
+    distances = np.array([np.nan, 0.5, 1e6, np.nan, 250.0])
+    subs = Subscriptions(ids, [shapely.Point(k, k) for k in range(5)], [0, 1, 2, 3, 4])
+    assert encode_subscriptions(subs, masks, distances) == [
+        c.encode("Subscription", {**r, "detect": [k for b, k in enumerate(kinds) if m >> b & 1],
+                                  "distance_m": None if d != d else d})
+        for r, m, d in zip(subscription_records(subs), masks.tolist(), distances.tolist(),
+                           strict=True)]

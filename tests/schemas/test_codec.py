@@ -8,7 +8,7 @@ import io
 import fastavro
 import pytest
 
-from geops.model import Relation
+from geops.model import DetectKind, Relation
 from schemas import DecodeError, codec
 from schemas.codec import (
     HEADER_LEN,
@@ -24,7 +24,7 @@ from schemas.compat import _samples, backward_problem
 
 EXPECTED = {"Publication", "Subscription", "Match", "PartitionLoad", "BatchSummary",
             "MoveReport", "RebalanceCommand", "DistributorStatus", "DeadLetter",
-            "PartitionLayout"}
+            "PartitionLayout", "GeofenceEvent"}
 
 
 def crc64_avro(data: bytes) -> int:
@@ -124,6 +124,31 @@ def test_relation_enum_matches_model():
                    read_source(SCHEMA_DIR / "Subscription.avsc")["fields"]
                    if f["name"] == "relation")
     assert symbols == [r.name for r in Relation]
+
+
+def test_detect_kind_enums_match_model():
+    """The fences' detect kinds and the events' kinds are one enum, numbered as the model's
+    bits."""
+    sub = {f["name"]: f for f in read_source(SCHEMA_DIR / "Subscription.avsc")["fields"]}
+    event = {f["name"]: f for f in read_source(SCHEMA_DIR / "GeofenceEvent.avsc")["fields"]}
+    assert sub["detect"]["type"]["items"] == event["kind"]["type"]
+    assert [1 << i for i, _ in enumerate(event["kind"]["type"]["symbols"])] == [
+        int(DetectKind[s]) for s in event["kind"]["type"]["symbols"]]
+
+
+def test_version_1_records_read_with_the_new_fields_at_their_defaults():
+    """A Publication of an older producer has no object; a Subscription no detect kinds and
+    no distance: a plain match, as before."""
+    for name, record, defaults in [
+            ("Publication", {"id": 1, "geometry": b"\x01", "event_time": 2},
+             {"object_id": None}),
+            ("Subscription", {"id": 3, "geometry": b"\x01", "relation": "WITHIN"},
+             {"detect": [], "distance_m": None})]:
+        v1 = history(name)[0]
+        buf = io.BytesIO()
+        buf.write(MAGIC + v1.fingerprint)
+        fastavro.schemaless_writer(buf, v1.parsed, record)
+        assert codec().decode(buf.getvalue()) == (name, {**record, **defaults})
 
 
 @pytest.mark.parametrize("data,reason", [

@@ -1,0 +1,342 @@
+"""Geofence events of moving objects: enter, exit, inside, outside (no Spark, no Kafka).
+
+A *position* is a publication with an object id; a *fence* is a subscription whose ``detect``
+names at least one kind (its geometry already buffered when it has a distance,
+``geops.fences``). A position is *in* a fence when the fence intersects it. Per object the
+state is its last accepted event time and the fences it is in; for each position of the
+object, in event-time order (ties by publication id), and each fence that asks for the kind:
+
+- ``enter``: the previous position was out (or there was none) and this one is in;
+- ``exit``: the previous position was in and this one is out;
+- ``inside`` / ``outside``: the previous and this position are both in / both out (a first
+  position counts as coming from outside: out of a fence it gives ``outside``).
+
+A position older than the object's last accepted one is dropped and counted, never turned into
+an event (a late position cannot make a false exit); one of the same time is taken. A fence
+that appears mid-stream gives ``enter`` at the object's next position in it. A fence that is
+removed gives nothing more, and what objects knew of it is forgotten: fences carry an instance
+number (``since``; the offline engine counts adds, a stream would take the offset of the record
+that added it), which changes when an id is removed and added again, so the same id added
+again starts fresh; a fence whose geometry or kinds change keeps its number and its state (one
+that stops detecting is no fence any more: removed).
+
+**TTL.** An object unseen for more than ``ttl_ms`` is forgotten with an ``exit`` (reason
+``expired``, event time = its last event time + the TTL, no publication) for every fence it
+was in that asks for exits: at its next position (``last + ttl < t``; the position is then
+its first), or by ``expire(watermark)`` for every object with ``last + ttl < watermark``. The
+watermark is one clock for all objects, so expiry by it is exact only when event times across
+objects are ordered within the TTL (a watermark ahead of an object's own clock could expire it
+before a position of it that is still on its way).
+
+The per-object step is a pure function of (state, that object's positions, fences) →
+(new state, events, dropped), and the state a small tuple (``ObjectState``), so a stateful
+stream operator keyed by object id can run the same code per key; ``EventEngine`` holds the
+states of every object and the fences for the offline matcher (``geops match --events``).
+The geometry tests of a batch are one vectorised STRtree query.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
+
+import numpy as np
+import shapely
+
+from geops.fences import fence_geometries
+from geops.model import DetectKind
+
+ENTER, EXIT, INSIDE, OUTSIDE = "enter", "exit", "inside", "outside"
+EXPIRED = "expired"
+
+
+class ObjectState(NamedTuple):
+    """What is kept per object: the event time of its last accepted position (ms), and the
+    fences it is in as two aligned tuples sorted by id: subscription ids and their instance
+    numbers (``Fences.since``)."""
+
+    last_ms: int
+    fence_ids: tuple[int, ...] = ()
+    fence_since: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, value: Sequence) -> ObjectState:
+        """A state from any (last_ms, ids, since) sequence, as a state store gives it back
+        (a row, lists or arrays)."""
+        last, ids, since = value
+        return cls(int(last), tuple(int(i) for i in ids), tuple(int(s) for s in since))
+
+
+class Event(NamedTuple):
+    """One geofence event; ``publication_id`` is None and ``reason`` ``"expired"`` for an
+    expiry, ``reason`` None otherwise."""
+
+    object_id: str
+    subscription_id: int
+    kind: str
+    publication_id: int | None
+    event_time: int
+    reason: str | None = None
+
+    def to_json(self) -> str:
+        """One JSON object: object_id, subscription_id, kind, publication_id, event_time, and
+        reason only when there is one (an expiry)."""
+        out = {"object_id": self.object_id, "subscription_id": self.subscription_id,
+               "kind": self.kind, "publication_id": self.publication_id,
+               "event_time": self.event_time}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return json.dumps(out, ensure_ascii=False)
+
+
+@dataclass
+class Fences:
+    """The detecting fences: ids (int64, ascending, unique), fence geometries (a distance
+    fence already buffered), ``DetectKind`` bit masks (none zero) and instance numbers."""
+
+    ids: np.ndarray
+    geoms: np.ndarray
+    detect: np.ndarray
+    since: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def __post_init__(self) -> None:
+        self.ids = np.asarray(self.ids, np.int64)
+        self.geoms = np.asarray(self.geoms, dtype=object)
+        self.detect = np.asarray(self.detect, np.uint8)
+        self.since = (np.zeros(len(self.ids), np.int64) if len(self.since) == 0
+                      else np.asarray(self.since, np.int64))
+        if not len(self.ids) == len(self.geoms) == len(self.detect) == len(self.since):
+            raise ValueError("ids, geoms, detect and since must have the same length")
+        order = np.argsort(self.ids, kind="stable")
+        if (order != np.arange(len(order))).any():
+            self.ids, self.geoms = self.ids[order], self.geoms[order]
+            self.detect, self.since = self.detect[order], self.since[order]
+        if len(self.ids) > 1 and (np.diff(self.ids) == 0).any():
+            repeated = sorted(set(self.ids[1:][np.diff(self.ids) == 0].tolist()))
+            raise ValueError(f"fence ids repeat: {repeated}")
+        if (self.detect == 0).any():
+            raise ValueError("a fence must detect at least one kind (the others are plain "
+                             "subscriptions)")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def empty(cls) -> Fences:
+        return cls(np.empty(0, np.int64), np.empty(0, object), np.empty(0, np.uint8))
+
+    @cached_property
+    def tree(self) -> shapely.STRtree:
+        return shapely.STRtree(self.geoms)
+
+    @cached_property
+    def asking(self) -> dict[str, np.ndarray]:
+        """Per kind, whether each fence asks for it (bool per fence)."""
+        return {name: (self.detect & int(kind)) > 0 for name, kind in
+                ((ENTER, DetectKind.ENTER), (EXIT, DetectKind.EXIT),
+                 (INSIDE, DetectKind.INSIDE), (OUTSIDE, DetectKind.OUTSIDE))}
+
+    @cached_property
+    def outside_askers(self) -> np.ndarray:
+        """Indices of the fences that ask for ``outside``, ascending."""
+        return np.flatnonzero(self.asking[OUTSIDE])
+
+    def hits(self, geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position index, fence index) of every fence that intersects a position, sorted by
+        position and then fence; one vectorised query for all positions."""
+        if not len(self) or not len(geoms):
+            return np.empty(0, np.intp), np.empty(0, np.intp)
+        pos, fence = self.tree.query(np.asarray(geoms, dtype=object), predicate="intersects")
+        order = np.lexsort((fence, pos))
+        return pos[order], fence[order]
+
+    def indices(self, state: ObjectState) -> np.ndarray:
+        """The fences of ``state`` that still exist as the same instance, as indices."""
+        if not state.fence_ids or not len(self):
+            return np.empty(0, np.intp)
+        ids = np.asarray(state.fence_ids, np.int64)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self) - 1)
+        same = (self.ids[at] == ids) & (self.since[at] == np.asarray(state.fence_since))
+        return at[same]
+
+
+def build_fences(ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray,
+                 distance_m: np.ndarray | None = None, since: np.ndarray | None = None
+                 ) -> tuple[Fences, list[str | None]]:
+    """The detecting fences of subscriptions (those with ``detect`` 0 are left out), distance
+    fences buffered (``geops.fences``); also the problem of each subscription (None: fine; a
+    refused distance fence is left out and named)."""
+    ids = np.asarray(ids, np.int64)
+    detect = np.asarray(detect, np.uint8)
+    distances = np.full(len(ids), np.nan) if distance_m is None else np.asarray(distance_m,
+                                                                                   float)
+    since = np.zeros(len(ids), np.int64) if since is None else np.asarray(since, np.int64)
+    keep = np.flatnonzero(detect != 0)
+    fenced, problems_kept = fence_geometries(ids[keep], np.asarray(geoms, object)[keep],
+                                             distances[keep])
+    problems: list[str | None] = [None] * len(ids)
+    good = []
+    for k, problem in zip(keep.tolist(), problems_kept, strict=True):
+        problems[k] = problem
+        if problem is None:
+            good.append(k)
+    good_arr = np.asarray(good, np.intp)
+    placed = np.searchsorted(keep, good_arr)
+    return Fences(ids[good_arr], fenced[placed], detect[good_arr], since[good_arr]), problems
+
+
+def _expiry(object_id: str, state: ObjectState, fences: Fences, ttl_ms: int) -> list[Event]:
+    """The exits of an expired object, for the fences it was in that ask for exits."""
+    at = fences.indices(state)
+    at = at[fences.asking[EXIT][at]]
+    return [Event(object_id, sid, EXIT, None, state.last_ms + ttl_ms, EXPIRED)
+            for sid in fences.ids[at].tolist()]
+
+
+def step(state: ObjectState | None, object_id: str, publication_ids: np.ndarray,
+         event_times: np.ndarray, geoms: np.ndarray | None, fences: Fences,
+         ttl_ms: int | None = None,
+         hits: tuple[np.ndarray, np.ndarray] | None = None
+         ) -> tuple[ObjectState | None, list[Event], int]:
+    """One object's positions of a batch → (new state, events in order, positions dropped).
+
+    Positions are taken in (event time, publication id) order whatever their order here.
+    ``hits`` (position index, fence index), sorted by position then fence, may be given when
+    computed for a larger batch (``Fences.hits``; then ``geoms`` is not read)."""
+    state = None if state is None else ObjectState.of(state)
+    pids = np.asarray(publication_ids, np.int64)
+    times = np.asarray(event_times, np.int64)
+    if hits is None:
+        hits = fences.hits(np.asarray(geoms, dtype=object))
+    hit_pos, hit_fence = hits
+    order = np.lexsort((pids, times))
+    bounds = np.searchsorted(hit_pos, np.arange(len(pids) + 1))
+    events: list[Event] = []
+    dropped = 0
+    prev = fences.indices(state) if state is not None else np.empty(0, np.intp)
+    last = state.last_ms if state is not None else None
+    asking = fences.asking
+    for k in order.tolist():
+        t = int(times[k])
+        if last is not None and t < last:
+            dropped += 1
+            continue
+        if last is not None and ttl_ms is not None and t - last > ttl_ms:
+            events += _expiry(object_id, ObjectState(last, *_pairs(fences, prev)), fences, ttl_ms)
+            prev, last = np.empty(0, np.intp), None
+        now = hit_fence[bounds[k]:bounds[k + 1]]
+        pid = int(pids[k])
+        found: list[tuple[int, str]] = []
+        entered = np.setdiff1d(now, prev, assume_unique=True)
+        found += [(i, ENTER) for i in entered[asking[ENTER][entered]].tolist()]
+        left = np.setdiff1d(prev, now, assume_unique=True)
+        found += [(i, EXIT) for i in left[asking[EXIT][left]].tolist()]
+        stayed = np.intersect1d(now, prev, assume_unique=True)
+        found += [(i, INSIDE) for i in stayed[asking[INSIDE][stayed]].tolist()]
+        if len(fences.outside_askers):
+            away = np.setdiff1d(fences.outside_askers, np.union1d(now, prev),
+                                assume_unique=True)
+            found += [(i, OUTSIDE) for i in away.tolist()]
+        found.sort()
+        events += [Event(object_id, int(fences.ids[i]), kind, pid, t) for i, kind in found]
+        prev, last = now, t
+    if last is None:
+        return None, events, dropped
+    return ObjectState(last, *_pairs(fences, prev)), events, dropped
+
+
+def _pairs(fences: Fences, at: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(fence ids, instance numbers) of fence indices ``at`` (ascending ids)."""
+    at = np.sort(at)
+    return tuple(fences.ids[at].tolist()), tuple(fences.since[at].tolist())
+
+
+def expire_state(state: ObjectState, object_id: str, fences: Fences, ttl_ms: int,
+                 watermark_ms: int) -> tuple[ObjectState | None, list[Event]]:
+    """Expire one object when ``last + ttl < watermark``: (None, its expiry exits); else
+    (the state unchanged, no events)."""
+    state = ObjectState.of(state)
+    if state.last_ms + ttl_ms < watermark_ms:
+        return None, _expiry(object_id, state, fences, ttl_ms)
+    return state, []
+
+
+class EventEngine:
+    """Every object's state and the fences, for computing events over a whole stream."""
+
+    def __init__(self, ttl_ms: int | None = None) -> None:
+        if ttl_ms is not None and ttl_ms <= 0:
+            raise ValueError(f"the object TTL must be above zero, got {ttl_ms} ms")
+        self.ttl_ms = ttl_ms
+        self.fences = Fences.empty()
+        self.states: dict[str, ObjectState] = {}
+        self.dropped = 0
+        self._added = 0
+
+    def set_fences(self, ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray,
+                   distance_m: np.ndarray | None = None) -> list[str | None]:
+        """Replace the fences by these subscriptions' (a fence with detect 0 is none): ids
+        already present keep their instance (a change), new ones get a new one, absent ones
+        are removed. Returns each subscription's problem (a refused distance fence) or None."""
+        ids = np.asarray(ids, np.int64)
+        current = dict(zip(self.fences.ids.tolist(), self.fences.since.tolist(), strict=True))
+        since = np.empty(len(ids), np.int64)
+        for k, sid in enumerate(ids.tolist()):
+            if sid in current:
+                since[k] = current[sid]
+            else:
+                self._added += 1
+                since[k] = self._added
+        self.fences, problems = build_fences(ids, geoms, detect, distance_m, since)
+        return problems
+
+    def process(self, object_ids: Sequence[str], publication_ids: np.ndarray,
+                event_times: np.ndarray, geoms: np.ndarray) -> list[Event]:
+        """The events of a batch of positions (any order, any objects), by object id and then
+        in each object's order; positions older than their object's last are counted in
+        ``dropped``."""
+        n = len(publication_ids)
+        if n == 0:
+            return []
+        names = np.asarray(object_ids, dtype=object)
+        if any(not isinstance(o, str) for o in names.tolist()):
+            bad = next(o for o in names.tolist() if not isinstance(o, str))
+            raise ValueError(f"object ids must be strings, got {bad!r} (a publication without "
+                             f"an object is no position)")
+        objects, inverse = np.unique(names, return_inverse=True)
+        pids = np.asarray(publication_ids, np.int64)
+        times = np.asarray(event_times, np.int64)
+        order = np.lexsort((pids, times, inverse))
+        hit_pos, hit_fence = self.fences.hits(np.asarray(geoms, dtype=object)[order])
+        starts = np.searchsorted(inverse[order], np.arange(len(objects) + 1))
+        events: list[Event] = []
+        for o, name in enumerate(objects.tolist()):
+            a, b = int(starts[o]), int(starts[o + 1])
+            lo, hi = np.searchsorted(hit_pos, [a, b])
+            state, found, dropped = step(
+                self.states.get(name), name, pids[order[a:b]], times[order[a:b]], None,
+                self.fences, self.ttl_ms, (hit_pos[lo:hi] - a, hit_fence[lo:hi]))
+            if state is None:
+                self.states.pop(name, None)
+            else:
+                self.states[name] = state
+            events += found
+            self.dropped += dropped
+        return events
+
+    def expire(self, watermark_ms: int) -> list[Event]:
+        """Expire every object with ``last + ttl < watermark`` (the end of a stream, or a
+        periodic sweep); its exits by object id. Nothing without a TTL."""
+        if self.ttl_ms is None:
+            return []
+        events: list[Event] = []
+        for name in sorted(self.states):
+            state, found = expire_state(self.states[name], name, self.fences, self.ttl_ms,
+                                        watermark_ms)
+            if state is None:
+                del self.states[name]
+            events += found
+        return events
