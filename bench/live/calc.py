@@ -335,8 +335,9 @@ def encoded_geometry(wkb: bytes) -> bytes:
 
 def publication_bytes(header: bytes, pid: int, geometry_field: bytes, event_ms: int) -> bytes:
     """A single-object-encoded Publication, as ``codec().encode("Publication", ...)`` makes
-    it, from the schema header and the pre-encoded geometry field."""
-    return header + zigzag_varint(pid) + geometry_field + zigzag_varint(event_ms)
+    it, from the schema header and the pre-encoded geometry field; no object (a null
+    ``object_id``: the union's first branch)."""
+    return header + zigzag_varint(pid) + geometry_field + zigzag_varint(event_ms) + b"\x00"
 
 
 def match_event_time(value: bytes, header_len: int = 10) -> int:

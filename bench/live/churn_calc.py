@@ -103,8 +103,10 @@ class ChangeMix:
 def subscription_bytes(header: bytes, sid: int, geometry_field: bytes, relation: int) -> bytes:
     """A single-object-encoded Subscription, as ``codec().encode("Subscription", ...)`` makes
     it, from the schema header, the pre-encoded geometry field and the relation's code (the
-    Avro enum's index)."""
-    return header + calc.zigzag_varint(sid) + geometry_field + calc.zigzag_varint(relation)
+    Avro enum's index); a plain subscription (an empty ``detect`` array, a null
+    ``distance_m``)."""
+    return (header + calc.zigzag_varint(sid) + geometry_field + calc.zigzag_varint(relation)
+            + b"\x00\x00")
 
 
 # -- the plan --------------------------------------------------------------------------------

@@ -168,7 +168,8 @@ def test_publication_bytes_equal_the_codec(pid, event):
     got = calc.publication_bytes(c.header("Publication"), pid, calc.encoded_geometry(wkb),
                                  event)
     assert got == c.encode("Publication", {"id": pid, "geometry": wkb, "event_time": event})
-    assert c.decode(got)[1] == {"id": pid, "geometry": wkb, "event_time": event}
+    assert c.decode(got)[1] == {"id": pid, "geometry": wkb, "event_time": event,
+                                "object_id": None}
 
 
 @pytest.mark.parametrize("subs", [[], [1], list(range(0, 5000, 7))])
