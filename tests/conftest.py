@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -11,13 +10,6 @@ import pytest
 import config
 from config import TOPICS, Config
 from kafkaio import broker as embedded
-
-# The tests check behaviour, not speed, and two test processes share two cores: their Spark
-# drivers compile with the JIT's first tier only and collect with the serial collector, which
-# cuts the CPU a small app run costs by about a third (17.5-20.4 s -> 12.0-12.9 s user, as
-# measured with `/usr/bin/time geops app` on 300 publications). Set the variable to run them
-# with the product's JVM defaults.
-os.environ.setdefault("GEOPS_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="session")
