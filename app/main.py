@@ -259,7 +259,7 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
 
 
 def _start_spark(cfg: Config, feed: SubscriptionFeed) -> tuple[Any, Watchdog]:
-    """Start the Spark session and the watchdog of its JVM, and check that the JVM can read
+    """Start Spark and the watchdog of its JVM, and check that the JVM can read
     Kafka; without the connector nothing else could run."""
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
