@@ -384,6 +384,8 @@ class BatchRunner:
             self.output.open(batch_id).send(self.topics.dead_letter,
                                             self.codec.encode("DeadLetter", record))
 
+    # long: the batch's write protocol in the order it must run, between its fault-injection
+    # points (before-write, mid-write, after-commit) that the exactly-once tests kill at
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
                out: list[tuple], moved: Sequence[dict[str, Any]] = ()) -> None:
         self._kill("before-write", batch_id)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import config
 from config import Config, ConfigError
@@ -29,6 +29,16 @@ from config.exitcodes import (
     EXIT_OUTAGE,
     EXIT_USAGE,
 )
+
+if TYPE_CHECKING:
+    from app.batch import BatchRunner, BatchState, Topics
+    from app.control_channel import ControlChannel
+    from app.launch import Watchdog
+    from app.static import StaticSide
+    from app.subscription_scan import Scan, SubscriptionSet
+    from app.subscriptions import SubscriptionFeed
+    from geops.strategies.strategy import Layout
+    from schemas.assignment import Owners
 
 log = logging.getLogger("geops.app")
 
@@ -157,41 +167,100 @@ def starting(status: dict) -> bool:
     return status["message"].startswith("Initializing")
 
 
+class _Ended(Exception):
+    """The app ends before its query starts, with exit code ``code``: the step that raises it
+    logged why and stopped what the steps before it started."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
-    from app.batch import EXPECTED_FAILURES, BatchRunner, BatchState, Topics
-    from app.control_channel import ControlChannel
-    from app.kafka_read import describe_loss, source_options
-    from app.launch import fatal_failure
-    from app.static import StaticSide
-    from app.static_build import BuildSpec
-    from app.subscription_scan import Scan, TopicRange
-    from app.subscriptions import SubscriptionFeed
-    from app.workers import WorkerCount
-    from geops.strategies.churn import LiveSubscriptions
-    from geops.strategies.strategy import Layout
-    from kafkaio.clients import KafkaUnavailable, check_reachable
-    from kafkaio.java_conf import UntranslatableSetting
-    from schemas.assignment import initial_assignment
+    from app.batch import BatchState, Topics
 
     kafka_conf = cfg.kafka_client()
     topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
                     cfg.topic("control"), cfg.topic("dead_letter"))
-    app_id = cfg["app.app_id"]
     checkpoint = checkpoint_dir(cfg)
     try:
-        options = source_options(cfg, topics.publications, starting_offsets)
+        options = _source_options(cfg, topics, starting_offsets)
+        feed, ends = _start_feed(cfg, kafka_conf, topics, checkpoint)
+        spark, watchdog = _start_spark(cfg, feed)
+        workers = cfg["app.workers"] or spark.sparkContext.defaultParallelism
+        scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
+                                                     watchdog)
+        strategy = _layout(cfg, found, scanned_s, workers)
+        control, epoch, owners = _recover_assignment(cfg, kafka_conf, topics,
+                                                     strategy.num_partitions, workers, spark,
+                                                     watchdog)
+    except _Ended as ended:
+        return ended.code
+    static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch)
+    state = BatchState(epoch, owners)
+    runner = _warm_runner(cfg, spark, strategy, found, workers, static, control, topics,
+                          kafka_conf, state, checkpoint, feed)
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    ready_path(checkpoint).unlink(missing_ok=True)
+    start_query = _query_starter(cfg, spark, options, runner, checkpoint)
+    query = start_query()
+    state.last_input = time.monotonic()
+    log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
+    stopping = _stop_on_signals()
+    code = EXIT_OK
+    supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
+    try:
+        code, message = _supervise(cfg, query, start_query, state, stopping, supervisor,
+                                   checkpoint, topics, kafka_conf)
+        if message is not None:
+            log.error("%s", message)
+    finally:
+        ready_path(checkpoint).unlink(missing_ok=True)
+        runner.close(abandon=code != EXIT_OK)
+        feed.close()
+        control.close()
+        static.close()
+        log.info("stopped after %d batches, %d records", state.batches, state.records)
+        watchdog.disarm()
+        spark.stop()
+    return code
+
+
+def _source_options(cfg: Config, topics: Topics, starting_offsets: str) -> dict[str, str]:
+    """The options of Spark's Kafka source for the publications; a client setting the
+    connector cannot take ends the app before anything started (a usage error)."""
+    from app.kafka_read import source_options
+    from kafkaio.java_conf import UntranslatableSetting
+
+    try:
+        return source_options(cfg, topics.publications, starting_offsets)
     except UntranslatableSetting as exc:
         log.error("%s", exc)
-        return EXIT_USAGE
+        raise _Ended(EXIT_USAGE) from exc
+
+
+def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
+                checkpoint: str) -> tuple[SubscriptionFeed, dict[int, int]]:
+    """Check that Kafka answers and start following the subscriptions topic; returns the feed
+    and the topic's end offsets, up to which the executors scan it."""
+    from app.subscriptions import SubscriptionFeed
+    from kafkaio.clients import KafkaUnavailable, check_reachable
+
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
-                            cfg["kafka.outage_limit"], topics.dead_letter, app_id)
+                            cfg["kafka.outage_limit"], topics.dead_letter, cfg["app.app_id"])
     try:
         check_reachable(kafka_conf)
         ends = feed.start()
     except KafkaUnavailable as exc:
         log.error("%s", exc)
-        return getattr(exc, "exit_code", EXIT_FAILED)
+        raise _Ended(getattr(exc, "exit_code", EXIT_FAILED)) from exc
+    return feed, ends
+
+
+def _start_spark(cfg: Config, feed: SubscriptionFeed) -> tuple[Any, Watchdog]:
+    """Start Spark and the watchdog of its JVM, and check that the JVM can read
+    Kafka; without the connector nothing else could run."""
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
     missing = _check_connector(spark)
@@ -200,13 +269,23 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         feed.close()
         watchdog.disarm()
         spark.stop()
-        return EXIT_FAILED
-    sc = spark.sparkContext
-    workers = cfg["app.workers"] or sc.defaultParallelism
+        raise _Ended(EXIT_FAILED)
+    return spark, watchdog
+
+
+def _scan_subscriptions(cfg: Config, kafka_conf: dict[str, str], ends: dict[int, int],
+                        feed: SubscriptionFeed, spark: Any,
+                        watchdog: Watchdog) -> tuple[Scan, SubscriptionSet, float]:
+    """Scan the subscriptions topic up to ``ends`` on the executors; returns the scan, the
+    subscriptions found and the seconds it took. The invalid ones go to the dead-letter topic;
+    an outage or data loss, or no subscriptions at all, ends the app."""
+    from app.batch import EXPECTED_FAILURES
+    from app.subscription_scan import Scan, TopicRange
+
     t = time.perf_counter()
     try:
-        scan = Scan(sc, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"), ends,
-                                   cfg["kafka.outage_limit"]))
+        scan = Scan(spark.sparkContext, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"),
+                                                   ends, cfg["kafka.outage_limit"]))
     except Exception as exc:  # a read task failed: an expected condition gets its one line
         found = _EXPECTED.search(str(exc))
         if found is None:
@@ -214,7 +293,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         log.error("reading the subscriptions topic: %s", found.group(2))
         watchdog.disarm()
         spark.stop()
-        return EXPECTED_FAILURES[found.group(1)].exit_code
+        raise _Ended(EXPECTED_FAILURES[found.group(1)].exit_code) from exc
     found = scan.set
     feed.reject(found.dead)
     scanned_s = time.perf_counter() - t
@@ -225,7 +304,15 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         scan.release()
         watchdog.disarm()
         spark.stop()
-        return EXIT_FAILED
+        raise _Ended(EXIT_FAILED)
+    return scan, found, scanned_s
+
+
+def _layout(cfg: Config, found: SubscriptionSet, scanned_s: float, workers: int) -> Layout:
+    """Partition the subscriptions for the configured strategy and partitioner, and say so;
+    warn when there are too few partitions for the distributor to balance."""
+    from geops.strategies.strategy import Layout
+
     t = time.perf_counter()
     strategy = Layout(cfg["app.strategy"], found.envelopes, cfg["app.partitions"],
                       cfg["app.partitioner"])
@@ -238,14 +325,26 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     if partitions < 4 * workers:
         log.warning("only %d static partitions for %d workers; keep P >= 4 W so the "
                     "distributor can balance", partitions, workers)
-    control = ControlChannel(kafka_conf, topics.control, app_id, partitions, workers)
+    return strategy
+
+
+def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
+                        partitions: int, workers: int, spark: Any,
+                        watchdog: Watchdog) -> tuple[ControlChannel, int, list[Owners]]:
+    """Open the control channel and resume the newest assignment on it (after a restart), else
+    start from epoch 0's; returns the channel, the epoch and every partition's owners."""
+    from app.control_channel import ControlChannel
+    from kafkaio.clients import KafkaUnavailable
+    from schemas.assignment import initial_assignment
+
+    control = ControlChannel(kafka_conf, topics.control, cfg["app.app_id"], partitions, workers)
     try:
         recovered = control.recover(cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
         log.error("%s", exc)
         watchdog.disarm()
         spark.stop()
-        return getattr(exc, "exit_code", EXIT_FAILED)
+        raise _Ended(getattr(exc, "exit_code", EXIT_FAILED)) from exc
     if recovered is not None:
         epoch, owners = recovered.epoch, list(recovered.owners)
         replicated = {p: list(o) for p, o in enumerate(owners) if len(o) > 1}
@@ -253,6 +352,18 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                  f" (replicated partitions: {replicated})" if replicated else "")
     else:
         epoch, owners = 0, [(w,) for w in initial_assignment(partitions, workers)]
+    return control, epoch, owners
+
+
+def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan, found: SubscriptionSet,
+                  workers: int, owners: list[Owners], epoch: int) -> StaticSide:
+    """Build the static side (the partitions' indexes) on the executors from the scanned
+    payloads, then release the scan's cache."""
+    from app.static import StaticSide
+    from app.static_build import BuildSpec
+
+    sc = spark.sparkContext
+    partitions = strategy.num_partitions
     spec = BuildSpec(strategy.name, partitions,
                      None if strategy.partitioner is None else sc.broadcast(strategy.partitioner),
                      scan.payloads(), sc.broadcast(found.stale))
@@ -262,8 +373,21 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
              "partition %d bytes), built on the executors in %.1f s", static.total_bytes,
              partitions, static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
              int(static.sizes.max(initial=0)), static.build_s)
-    state = BatchState(epoch, owners)
-    runner = BatchRunner(app_id=app_id, strategy=strategy,
+    return static
+
+
+def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionSet,
+                 workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
+                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
+                 feed: SubscriptionFeed) -> BatchRunner:
+    """The per-batch pipeline, warmed up so that the executors' Python processes hold the
+    matching code and the resident indexes before the first publication waits for them."""
+    from app.batch import BatchRunner
+    from app.workers import WorkerCount
+    from geops.strategies.churn import LiveSubscriptions
+
+    sc = spark.sparkContext
+    runner = BatchRunner(app_id=cfg["app.app_id"], strategy=strategy,
                          router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
@@ -276,8 +400,15 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     built, took = runner.warm_up()
     log.info("warmed up in %.1f s: the executors' Python processes hold the matching code "
              "and %d resident indexes", took, built)
-    Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    ready_path(checkpoint).unlink(missing_ok=True)
+    return runner
+
+
+def _query_starter(cfg: Config, spark: Any, options: dict[str, str], runner: BatchRunner,
+                   checkpoint: str) -> Callable[[], Any]:
+    """What starts the streaming query (from its checkpoint): at first, and again after Kafka
+    came back from an outage the connector gave up on."""
+    app_id = cfg["app.app_id"]
+
     def start_query() -> Any:
         return (spark.readStream.format("kafka").options(**options).load()
                 .writeStream.foreachBatch(runner)
@@ -285,10 +416,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                 .trigger(processingTime=f"{int(cfg['app.trigger'] * 1000)} milliseconds")
                 .queryName(app_id).start())
 
-    query = start_query()
-    state.last_input = time.monotonic()
-    log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
-    stopping = []
+    return start_query
+
+
+def _stop_on_signals() -> list[int]:
+    """Stop after the current batch on SIGTERM or SIGINT; returns the list each signal
+    received is appended to."""
+    stopping: list[int] = []
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s; stopping after the current batch", signal.Signals(signum).name)
@@ -296,59 +430,63 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    idle = cfg["app.stop_after_idle"]
-    code = EXIT_OK
+    return stopping
+
+
+def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: BatchState,
+               stopping: list[int], supervisor: Supervisor, checkpoint: str, topics: Topics,
+               kafka_conf: dict[str, str]) -> tuple[int, str | None]:
+    """Follow the query until it ends; restart it after an outage the connector gave up on.
+    Returns the exit code and, when the query failed, the one line that says why."""
+    from app.kafka_read import describe_loss
+    from app.launch import fatal_failure
+
     ready = False
-    supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
-    try:
-        while True:
-            while query.isActive:
-                try:
-                    query.awaitTermination(0.2)
-                except Exception:  # the query failed: reported below, once
-                    break
-                status = query.status
-                if starting(status):
-                    state.last_input = time.monotonic()  # the idle clock starts with the query
-                elif not ready and state.batches:
-                    # after its first batch: the query's own start-up (planning, its first
-                    # job) is behind it, so the first publications wait for none of it
-                    ready = True
-                    state.last_input = time.monotonic()  # idle counts from "ready" on
-                    ready_path(checkpoint).write_text(f"{os.getpid()}\n")
-                    log.info("ready: the query has started and run its first batch; it takes "
-                             "publications from '%s'", topics.publications)
-                quiet = time.monotonic() - state.last_input
-                if status["isDataAvailable"] or status["isTriggerActive"]:
-                    quiet = 0.0 if not stopping else quiet
-                if (stopping or (idle and quiet >= idle)) and not state.busy:
-                    if not stopping:
-                        log.info("no input for %.0f s; stopping", quiet)
-                    query.stop()
-            if query.exception() is None:
-                break
-            text = str(query.exception())
-            fatal = fatal_failure(text, cfg)
-            if fatal is None and not stopping and supervisor.restart_after(text):
-                query = start_query()
-                continue
-            code, message = ((EXIT_FATAL, fatal) if fatal
-                             else explain_failure(text, checkpoint, supervisor.outage,
-                                                  lambda: describe_loss(
-                                                      checkpoint, topics.publications,
-                                                      kafka_conf)))
-            log.error("%s", message)
+    while True:
+        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics)
+        if query.exception() is None:
+            return EXIT_OK, None
+        text = str(query.exception())
+        fatal = fatal_failure(text, cfg)
+        if fatal is None and not stopping and supervisor.restart_after(text):
+            query = start_query()
+            continue
+        return ((EXIT_FATAL, fatal) if fatal
+                else explain_failure(text, checkpoint, supervisor.outage,
+                                     lambda: describe_loss(
+                                         checkpoint, topics.publications, kafka_conf)))
+
+
+def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], ready: bool,
+            checkpoint: str, topics: Topics) -> bool:
+    """Wait while the query runs: write the ready file after its first batch, and stop it,
+    once no batch is running, when a signal came or it was idle for ``app.stop_after_idle``.
+    Returns whether the app is ready (has written its ready file)."""
+    idle = cfg["app.stop_after_idle"]
+    while query.isActive:
+        try:
+            query.awaitTermination(0.2)
+        except Exception:  # the query failed: reported by _supervise, once
             break
-    finally:
-        ready_path(checkpoint).unlink(missing_ok=True)
-        runner.close(abandon=code != EXIT_OK)
-        feed.close()
-        control.close()
-        static.close()
-        log.info("stopped after %d batches, %d records", state.batches, state.records)
-        watchdog.disarm()
-        spark.stop()
-    return code
+        status = query.status
+        if starting(status):
+            state.last_input = time.monotonic()  # the idle clock starts with the query
+        elif not ready and state.batches:
+            # after its first batch: the query's own start-up (planning, its first
+            # job) is behind it, so the first publications wait for none of it
+            ready = True
+            state.last_input = time.monotonic()  # idle counts from "ready" on
+            ready_path(checkpoint).write_text(f"{os.getpid()}\n")
+            log.info("ready: the query has started and run its first batch; it takes "
+                     "publications from '%s'", topics.publications)
+        quiet = time.monotonic() - state.last_input
+        if status["isDataAvailable"] or status["isTriggerActive"]:
+            quiet = 0.0 if not stopping else quiet
+        if (stopping or (idle and quiet >= idle)) and not state.busy:
+            if not stopping:
+                log.info("no input for %.0f s; stopping", quiet)
+            query.stop()
+    return ready
 
 
 # Expected failures raised in the app's own code (the subscriptions scan, foreachBatch) reach

@@ -44,7 +44,7 @@ from geops.workload.generate import (
     DEFAULT_SUBSCRIPTIONS,
 )
 from geops.workload.output import FILES
-from geops.workload.world import DEFAULT_SIZES
+from geops.workload.world import DEFAULT_SIZES, World
 
 # Flag of each API parameter, for error messages.
 FLAGS = {"area": "--areas", "district": "--districts", "sector": "--sectors",
@@ -229,29 +229,7 @@ def _generate(args: argparse.Namespace) -> int:
                            f"{exc.strerror or exc}", EXIT_USAGE) from None
     log = _logger()
 
-    world = synthetic_world(args.seed, *sizes, log=log)
-    rejected = False
-    points = None
-    layers = {}
-    sources: dict[str, str] = {}
-    try:
-        if args.points_csv:
-            points, bad = read_points_csv(args.points_csv)
-            _report_bad(args.points_csv, "rows", bad)
-            rejected |= bool(bad)
-            sources["points"] = args.points_csv
-        for layer in LAYERS:
-            path = getattr(args, f"{layer}_file")
-            if path:
-                layers[layer], bad_features = read_polygons_geojson(path)
-                _report_bad(path, "features", bad_features)
-                rejected |= bool(bad_features)
-                sources[layer] = path
-        world = with_real_data(world, points, layers, sources)
-    except (DataError, GeoJSONError) as exc:
-        raise CommandError(str(exc)) from None
-    except OSError as exc:  # a directory, no permission, ...
-        raise CommandError(f"{exc.filename}: cannot read: {exc.strerror or exc}") from None
+    world, rejected = _world(args, sizes, log)
 
     try:
         workload = generate_workload(
@@ -281,8 +259,46 @@ def _generate(args: argparse.Namespace) -> int:
         where = f" ({exc.filename})" if exc.filename else ""
         raise CommandError(f"--out {args.out}: cannot write: {exc.strerror or exc}{where}") \
             from None
+    _print_summary(doc, args.out)
+    return EXIT_REJECTED if rejected else EXIT_OK
+
+
+def _world(args: argparse.Namespace, sizes: tuple[int, ...],
+           log: Any) -> tuple[World, bool]:
+    """The synthetic world of ``--seed`` with the points and layers read from the files the
+    flags name; True when a file had rows or features that were rejected (reported, and the
+    exit code says so)."""
+    world = synthetic_world(args.seed, *sizes, log=log)
+    rejected = False
+    points = None
+    layers = {}
+    sources: dict[str, str] = {}
+    try:
+        if args.points_csv:
+            points, bad = read_points_csv(args.points_csv)
+            _report_bad(args.points_csv, "rows", bad)
+            rejected |= bool(bad)
+            sources["points"] = args.points_csv
+        for layer in LAYERS:
+            path = getattr(args, f"{layer}_file")
+            if path:
+                layers[layer], bad_features = read_polygons_geojson(path)
+                _report_bad(path, "features", bad_features)
+                rejected |= bool(bad_features)
+                sources[layer] = path
+        world = with_real_data(world, points, layers, sources)
+    except (DataError, GeoJSONError) as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:  # a directory, no permission, ...
+        raise CommandError(f"{exc.filename}: cannot read: {exc.strerror or exc}") from None
+    return world, rejected
+
+
+def _print_summary(doc: dict[str, Any], out: str) -> None:
+    """Print what was written: the files, the counts per layer, the moving objects and the
+    measured skew."""
     subs, pubs = doc["subscriptions"], doc["publications"]
-    print(f"wrote {', '.join(FILES)} to {args.out}")
+    print(f"wrote {', '.join(FILES)} to {out}")
     print(f"subscriptions: {subs['count']:,} "
           f"({', '.join(f'{k} {v:,}' for k, v in subs['layers'].items())})")
     print(f"publications: {pubs['count']:,} "
@@ -297,4 +313,3 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"skew: measured {s['measured']:.4f} ({requested}; balanced {s['balanced']:.4f}; "
               f"{s['hot_workers']} hot of {s['workers']} workers, {s['num_partitions']} "
               f"{s['partitioner']} partitions)")
-    return EXIT_REJECTED if rejected else EXIT_OK

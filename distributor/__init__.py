@@ -4,10 +4,11 @@ Pure decision logic (no Kafka): ``Engine`` is the state machine a service loop o
 replay drives; ``policies`` holds the pluggable redistribution policies.
 """
 
-from distributor.engine import Engine, PeriodResult
+from distributor.engine import Engine
 from distributor.mldc import assignment_mldc, load_distances, mldc, worker_loads
 from distributor.params import Params
 from distributor.policies import POLICIES, GreedyPolicy, Policy, make_policy
+from distributor.records import PeriodResult
 from distributor.replay import ReplayResult, replay
 
 __all__ = [

@@ -35,8 +35,9 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from config import BY_PATH, Config, ConfigError
 from config.exitcodes import EXIT_FAILED, EXIT_OK
-from distributor.engine import Engine, PeriodResult
+from distributor.engine import Engine
 from distributor.params import Params
+from distributor.records import PeriodResult
 from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
 from kafkaio.control import newest_command
 from kafkaio.offsets import EndOffsets

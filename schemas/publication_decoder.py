@@ -190,6 +190,8 @@ class _Decoded:
     has_distance: np.ndarray
 
 
+# long: one vectorised pass over a batch's bytes, header to tail, then the codec for the
+# records it could not read; every step reads and narrows the same dozen parallel arrays
 def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
     """Records ``id: long, geometry: bytes``, a third field (a ``long``, or an enum as its
     index), and the tail of their version (see ``_LAYOUTS``); every array one per ok record."""

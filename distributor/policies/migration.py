@@ -81,6 +81,8 @@ def not_worse(loads: Sequence[float], old: list[Owners], new: list[Owners],
     return new if peak(loads, new, workers) < peak(loads, old, workers) - eps else old
 
 
+# long: Phases II and III of Fang et al. (HPDC 2017) as the paper states them, sharing one
+# state (owners, worker loads, members) through the closures take, put and prepare
 def rebalance(partition_loads: Sequence[float], owners: Sequence[Sequence[int]], workers: int,
               costs: Sequence[float] | None, *, psi: Criterion, theta: float = THETA,
               replicas: Sequence[int] | None = None) -> list[Owners]:

@@ -319,36 +319,9 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                             f"any accident location ({world.sources.get('points', 'given')}); "
                             f"the layers and the points must cover the same region")
 
-    report = None
-    if partitioner is not None:
-        assignment = initial_assignment(partitioner.num_partitions, skew.workers)
-        report = SkewReport(skew, partitioner.num_partitions, assignment,
-                            hot_partitions(assignment, skew.hot_workers))
-        report.hot_side = hot_side(assignment, skew)
-        if skew.hot_partitions is not None and len(report.hot_side) < skew.hot_partitions:
-            raise ParameterError("hot_partitions", f"must be at most the {len(report.hot_side)} "
-                                                   f"partitions of the {{hot_workers}} "
-                                                   f"({skew.hot_workers}) hot worker(s), got "
-                                                   f"{skew.hot_partitions}")
-    if report is None or skew.target is None or publications == 0:
-        chosen = _follow_population(kinds, cells, len(pool), rng)
-    elif skew.moving:
-        # the hot region moves half-way: each half is steered to its own hot side
-        half = publications // 2
-        report.moved_side = hot_side(report.assignment, skew, moved=True)
-        report.moved_at = half
-        parts = []
-        for rows, side in ((slice(0, half), report.hot_side),
-                           (slice(half, publications), report.moved_side)):
-            mask = side_mask(partitioner.num_partitions, side)
-            parts.append(_steer(report, partitioner, world, pool, cells, kinds[rows], rng,
-                                skew_tolerance, log, mask) if len(kinds[rows]) else
-                         np.empty(0, np.int64))
-        chosen = np.concatenate(parts)
-    else:
-        mask = side_mask(partitioner.num_partitions, report.hot_side)
-        chosen = _steer(report, partitioner, world, pool, cells, kinds, rng, skew_tolerance,
-                        log, mask)
+    report = None if partitioner is None else _skew_report(partitioner, skew)
+    chosen = _choose(report, skew, partitioner, world, pool, cells, kinds, rng, skew_tolerance,
+                     log, publications)
 
     geoms = np.empty(publications, dtype=object)
     is_point = kinds == "point"
@@ -366,8 +339,60 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
         object_ids = moving.object_names(objects, publications)
     pubs = Publications(np.arange(publications), geoms,
                         start_time_ms + interval_ms * np.arange(publications, dtype=np.int64))
-    if report is not None and publications and (skew.hot_partitions is not None
-                                                 or skew.moving):
+    if report is not None and publications:
+        _measure(report, skew, partitioner, pubs, publications)
+    return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner, object_ids,
+                    detect, distance)
+
+
+def _skew_report(partitioner: SpatialPartitioner, skew: SkewSpec) -> SkewReport:
+    """The report of a skewed workload before its publications are chosen: the initial
+    assignment of the partitioner's partitions and the hot side, checked against
+    ``skew.hot_partitions``."""
+    assignment = initial_assignment(partitioner.num_partitions, skew.workers)
+    report = SkewReport(skew, partitioner.num_partitions, assignment,
+                        hot_partitions(assignment, skew.hot_workers))
+    report.hot_side = hot_side(assignment, skew)
+    if skew.hot_partitions is not None and len(report.hot_side) < skew.hot_partitions:
+        raise ParameterError("hot_partitions", f"must be at most the {len(report.hot_side)} "
+                                               f"partitions of the {{hot_workers}} "
+                                               f"({skew.hot_workers}) hot worker(s), got "
+                                               f"{skew.hot_partitions}")
+    return report
+
+
+def _choose(report: SkewReport | None, skew: SkewSpec | None,
+            partitioner: SpatialPartitioner | None, world: World, pool: np.ndarray,
+            cells: dict[str, np.ndarray], kinds: np.ndarray, rng: np.random.Generator,
+            skew_tolerance: float, log: Log | None, publications: int) -> np.ndarray:
+    """Which location of ``pool`` each publication takes: as the population falls, or steered
+    so that ``skew.target`` of the items fall on the hot side (each half of the stream on its
+    own side when the hot region moves)."""
+    if report is None or skew.target is None or publications == 0:
+        return _follow_population(kinds, cells, len(pool), rng)
+    if skew.moving:
+        # the hot region moves half-way: each half is steered to its own hot side
+        half = publications // 2
+        report.moved_side = hot_side(report.assignment, skew, moved=True)
+        report.moved_at = half
+        parts = []
+        for rows, side in ((slice(0, half), report.hot_side),
+                           (slice(half, publications), report.moved_side)):
+            mask = side_mask(partitioner.num_partitions, side)
+            parts.append(_steer(report, partitioner, world, pool, cells, kinds[rows], rng,
+                                skew_tolerance, log, mask) if len(kinds[rows]) else
+                         np.empty(0, np.int64))
+        return np.concatenate(parts)
+    mask = side_mask(partitioner.num_partitions, report.hot_side)
+    return _steer(report, partitioner, world, pool, cells, kinds, rng, skew_tolerance, log,
+                  mask)
+
+
+def _measure(report: SkewReport, skew: SkewSpec, partitioner: SpatialPartitioner,
+             pubs: Publications, publications: int) -> None:
+    """Set ``report.measured``: the share of the items on the hot side of their part of the
+    stream (with ``hot_partitions`` or a moving hot region), else on the hot workers."""
+    if skew.hot_partitions is not None or skew.moving:
         # the share of the items in the hot side of their part of the stream
         half = report.moved_at if skew.moving else publications
         got = [measured_share(partitioner, pubs.geoms[rows],
@@ -376,11 +401,9 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                                   (slice(half, publications), report.moved_side or []))
                if len(pubs.geoms[rows])]
         report.measured = sum(g[0] for g in got) / max(1, sum(g[1] for g in got))
-    elif report is not None and publications:
+    else:
         report.measured = measured_skew(partitioner, pubs.geoms, report.assignment,
                                         skew.hot_workers)
-    return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner, object_ids,
-                    detect, distance)
 
 
 def _follow_population(kinds: np.ndarray, cells: dict[str, np.ndarray], pool_size: int,
