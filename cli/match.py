@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 from cli.common import CommandError, positive_duration, positive_int
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
-from geops.geojson import GeoJSONError, Rejected
+from geops.errors import GeoJSONError
+from geops.geojson import Rejected
 from geops.offline import events_files, match_files
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES

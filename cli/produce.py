@@ -30,14 +30,9 @@ from cli.common import CommandError, reachable, settings
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
 from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
+from geops.errors import GeoJSONError
 from geops.fences import fence_geometries
-from geops.geojson import (
-    GeoJSONError,
-    Rejected,
-    read_fence_subscriptions,
-    read_ids,
-    read_positions,
-)
+from geops.geojson import Rejected, read_fence_subscriptions, read_ids, read_positions
 from geops.model import DetectKind, Subscriptions
 from kafkaio.clients import KafkaUnavailable
 from kafkaio.retry import KafkaOutage

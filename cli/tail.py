@@ -21,7 +21,8 @@ from cli.common import (
 from cli.render import to_json, to_text
 from kafkaio.clients import KafkaUnavailable, consumer, denied
 from kafkaio.offsets import EndOffsets
-from schemas import DecodeError, codec
+from schemas import codec
+from schemas.errors import DecodeError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -42,8 +42,9 @@ from kafkaio.control import newest_command
 from kafkaio.offsets import EndOffsets
 from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender
-from schemas import DecodeError, codec
-from schemas.assignment import MALFORMED, CommandRejected
+from schemas import codec
+from schemas.assignment import MALFORMED
+from schemas.errors import CommandRejected, DecodeError
 
 log = logging.getLogger("geops.distributor")
 
