@@ -20,14 +20,13 @@ from types import FrameType
 from typing import Any
 
 import config
-from config import Config, ConfigError
+from config import Config, ConfigError, one_line
 from config.exitcodes import (
     EXIT_DATA_LOSS,
     EXIT_FAILED,
     EXIT_FATAL,
     EXIT_OK,
     EXIT_OUTAGE,
-    EXIT_USAGE,
 )
 
 log = logging.getLogger("geops.app")
@@ -170,8 +169,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.workers import WorkerCount
     from geops.strategies.churn import LiveSubscriptions
     from geops.strategies.strategy import Layout
-    from kafkaio.clients import KafkaUnavailable, check_reachable
-    from kafkaio.java_conf import UntranslatableSetting
+    from kafkaio.clients import check_reachable
+    from kafkaio.errors import KafkaUnavailable, UntranslatableSetting
     from schemas.assignment import initial_assignment
 
     kafka_conf = cfg.kafka_client()
@@ -182,16 +181,16 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     try:
         options = source_options(cfg, topics.publications, starting_offsets)
     except UntranslatableSetting as exc:
-        log.error("%s", exc)
-        return EXIT_USAGE
+        log.error("%s", one_line(exc))
+        return exc.exit_code
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
                             cfg["kafka.outage_limit"], topics.dead_letter, app_id)
     try:
         check_reachable(kafka_conf)
         ends = feed.start()
     except KafkaUnavailable as exc:
-        log.error("%s", exc)
-        return getattr(exc, "exit_code", EXIT_FAILED)
+        log.error("%s", one_line(exc))
+        return exc.exit_code
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
     missing = _check_connector(spark)
@@ -242,10 +241,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     try:
         recovered = control.recover(cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
-        log.error("%s", exc)
+        log.error("%s", one_line(exc))
         watchdog.disarm()
         spark.stop()
-        return getattr(exc, "exit_code", EXIT_FAILED)
+        return exc.exit_code
     if recovered is not None:
         epoch, owners = recovered.epoch, list(recovered.owners)
         replicated = {p: list(o) for p, o in enumerate(owners) if len(o) > 1}
@@ -353,7 +352,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
 
 # Expected failures raised in the app's own code (the subscriptions scan, foreachBatch) reach
 # the driver wrapped in Spark's and Py4J's exception text; their one line is found by class name.
-_EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
+_EXPECTED = re.compile(r"kafkaio\.errors\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 
 class Supervisor:
@@ -373,8 +372,8 @@ class Supervisor:
     def restart_after(self, text: str) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka)."""
         from app.kafka_read import kafka_silent
-        from kafkaio.clients import KafkaUnavailable, check_reachable
-        from kafkaio.retry import KafkaOutage
+        from kafkaio.clients import check_reachable
+        from kafkaio.errors import KafkaOutage, KafkaUnavailable
 
         if not kafka_silent(text):
             return False
@@ -429,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config.from_args(args)
     except ConfigError as exc:
-        print(f"geops app: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        print(one_line(exc, "geops app"), file=sys.stderr)
+        return exc.exit_code
     return run(cfg, args.starting_offsets)
 
 

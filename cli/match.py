@@ -16,7 +16,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from cli.common import CommandError, positive_duration, positive_int
+from cli.common import positive_duration, positive_int
+from cli.errors import CommandError
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.errors import GeoJSONError
 from geops.geojson import Rejected

@@ -21,13 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kafkaio.errors import JvmError
+
 JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
 BUNDLES = ("kafka", "spark-kafka")
 _DONE = ".resolved"
-
-
-class JvmError(RuntimeError):
-    """A bundle's jars could not be found or resolved; the message says what to do."""
 
 
 def cache_root() -> Path:
