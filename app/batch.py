@@ -45,8 +45,8 @@ from app.tasks import (
 from app.workers import WorkerCount
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, KafkaOutage
-from kafkaio.transactions import Aborted
+from kafkaio.errors import Aborted, DataLoss, KafkaOutage
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from schemas import codec
 from schemas.assignment import Owners, command_fields, moves_between, owners_for_workers
 from schemas.match_encoder import encode_matches

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafkaio.clients import KafkaUnavailable
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.sender import Sender
 from kafkaio.transactions import Marker, TransactionalSender, last_marker, transactional_id
 

@@ -19,14 +19,8 @@ from kafkaio.clients import consumer
 from kafkaio.control import newest_command
 from kafkaio.offsets import EndOffsets
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
-from schemas.assignment import (
-    NOT_NEWER,
-    TOMBSTONE,
-    CommandRejected,
-    Owners,
-    command_for,
-    owners_of,
-)
+from schemas.assignment import NOT_NEWER, TOMBSTONE, Owners, command_for, owners_of
+from schemas.errors import CommandRejected
 
 log = logging.getLogger("geops.app.control_channel")
 

@@ -121,7 +121,7 @@ def describe_loss(checkpoint: str, topic: str, kafka_conf: Mapping[str, str]) ->
     partition whose log now ends below, or starts above, where the last committed batch
     ended. None when the checkpoint has no committed batch or Kafka does not answer."""
     from app.offsetlog import batch_end_offsets, last_committed
-    from kafkaio.clients import KafkaUnavailable
+    from kafkaio.errors import KafkaUnavailable
     from kafkaio.offsets import EndOffsets
 
     batch = last_committed(checkpoint)

@@ -20,14 +20,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import config
-from config import Config, ConfigError
+from config import Config, ConfigError, one_line
 from config.exitcodes import (
     EXIT_DATA_LOSS,
     EXIT_FAILED,
     EXIT_FATAL,
     EXIT_OK,
     EXIT_OUTAGE,
-    EXIT_USAGE,
 )
 
 if TYPE_CHECKING:
@@ -231,13 +230,13 @@ def _source_options(cfg: Config, topics: Topics, starting_offsets: str) -> dict[
     """The options of Spark's Kafka source for the publications; a client setting the
     connector cannot take ends the app before anything started (a usage error)."""
     from app.kafka_read import source_options
-    from kafkaio.java_conf import UntranslatableSetting
+    from kafkaio.errors import UntranslatableSetting
 
     try:
         return source_options(cfg, topics.publications, starting_offsets)
     except UntranslatableSetting as exc:
-        log.error("%s", exc)
-        raise _Ended(EXIT_USAGE) from exc
+        log.error("%s", one_line(exc))
+        raise _Ended(exc.exit_code) from exc
 
 
 def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
@@ -245,7 +244,8 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
     """Check that Kafka answers and start following the subscriptions topic; returns the feed
     and the topic's end offsets, up to which the executors scan it."""
     from app.subscriptions import SubscriptionFeed
-    from kafkaio.clients import KafkaUnavailable, check_reachable
+    from kafkaio.clients import check_reachable
+    from kafkaio.errors import KafkaUnavailable
 
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
                             cfg["kafka.outage_limit"], topics.dead_letter, cfg["app.app_id"])
@@ -253,8 +253,8 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
         check_reachable(kafka_conf)
         ends = feed.start()
     except KafkaUnavailable as exc:
-        log.error("%s", exc)
-        raise _Ended(getattr(exc, "exit_code", EXIT_FAILED)) from exc
+        log.error("%s", one_line(exc))
+        raise _Ended(exc.exit_code) from exc
     return feed, ends
 
 
@@ -334,17 +334,17 @@ def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
     """Open the control channel and resume the newest assignment on it (after a restart), else
     start from epoch 0's; returns the channel, the epoch and every partition's owners."""
     from app.control_channel import ControlChannel
-    from kafkaio.clients import KafkaUnavailable
+    from kafkaio.errors import KafkaUnavailable
     from schemas.assignment import initial_assignment
 
     control = ControlChannel(kafka_conf, topics.control, cfg["app.app_id"], partitions, workers)
     try:
         recovered = control.recover(cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
-        log.error("%s", exc)
+        log.error("%s", one_line(exc))
         watchdog.disarm()
         spark.stop()
-        raise _Ended(getattr(exc, "exit_code", EXIT_FAILED)) from exc
+        raise _Ended(exc.exit_code) from exc
     if recovered is not None:
         epoch, owners = recovered.epoch, list(recovered.owners)
         replicated = {p: list(o) for p, o in enumerate(owners) if len(o) > 1}
@@ -491,7 +491,7 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
 
 # Expected failures raised in the app's own code (the subscriptions scan, foreachBatch) reach
 # the driver wrapped in Spark's and Py4J's exception text; their one line is found by class name.
-_EXPECTED = re.compile(r"kafkaio\.retry\.(KafkaOutage|DataLoss): ([^\n]*)")
+_EXPECTED = re.compile(r"kafkaio\.errors\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 
 class Supervisor:
@@ -511,8 +511,8 @@ class Supervisor:
     def restart_after(self, text: str) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka)."""
         from app.kafka_read import kafka_silent
-        from kafkaio.clients import KafkaUnavailable, check_reachable
-        from kafkaio.retry import KafkaOutage
+        from kafkaio.clients import check_reachable
+        from kafkaio.errors import KafkaOutage, KafkaUnavailable
 
         if not kafka_silent(text):
             return False
@@ -567,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config.from_args(args)
     except ConfigError as exc:
-        print(f"geops app: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        print(one_line(exc, "geops app"), file=sys.stderr)
+        return exc.exit_code
     return run(cfg, args.starting_offsets)
 
 

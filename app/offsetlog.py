@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
-class OffsetLogError(RuntimeError):
-    """The checkpoint does not hold the offsets of a batch in the expected form."""
+from app.errors import OffsetLogError
 
 
 def _parse(path: Path, text: str) -> dict[str, int]:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.errors import MismatchError
 from geops.workload import generate_workload
 from schemas import codec
 from schemas.publication_decoder import decode_publications
@@ -20,10 +21,6 @@ from schemas.records import publication_records
 
 PER_RECORD = "codec, one record at a time"
 BULK = "decode_publications, one pass"
-
-
-class MismatchError(AssertionError):
-    """The two decoders disagree: the bulk decoder is wrong, whatever its speed."""
 
 
 @dataclass(frozen=True)

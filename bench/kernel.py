@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
+from bench.errors import MismatchError
 from geops.model import Relation, Subscriptions
 from geops.relations import Shapes, evaluate
 from geops.strategies import STRATEGIES, BatchMatches, LocalRunner, PartialMatches, build_strategy
@@ -109,10 +110,6 @@ class KernelReport:
 def _same(a: BatchMatches, b: BatchMatches) -> bool:
     return (np.array_equal(a.keys, b.keys) and np.array_equal(a.offsets, b.offsets)
             and np.array_equal(a.sub_ids, b.sub_ids))
-
-
-class MismatchError(RuntimeError):
-    """A matcher's result differs from the reference's."""
 
 
 def run_kernel_bench(*, subscriptions: int = 10_000, publications: int = 20_000, seed: int = 0,

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 import shapely
 
+from bench.errors import MismatchError
 from geops.avro_input import read_subscriptions_avro
 from geops.geojson import read_subscriptions, write_subscriptions
 from geops.geojson_geoms import geometries
@@ -39,10 +40,6 @@ from geops.workload.output import write_avro
 from schemas import codec
 from schemas.bulk_encoder import encode_subscriptions
 from schemas.records import subscription_records
-
-
-class MismatchError(AssertionError):
-    """Before and now disagree: the new path is wrong, whatever its speed."""
 
 
 @dataclass(frozen=True)

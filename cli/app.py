@@ -42,8 +42,7 @@ import zipfile
 from pathlib import Path
 
 from app.launch import FatalWatch, spark_submit_args
-from cli.common import CommandError
-from config.exitcodes import EXIT_USAGE
+from cli.errors import CommandError
 
 APP_MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 # What the app imports of this project: app and the layers below it, not the distributor
@@ -77,15 +76,12 @@ def spark_submit() -> str:
 
 def _run(args: argparse.Namespace) -> int:
     import config
-    from kafkaio.java_conf import UntranslatableSetting, java_client_conf
+    from kafkaio.java_conf import java_client_conf
 
     cfg = config.from_args(args)  # validate everything before starting Spark
     if not cfg.bootstrap_servers():
         raise CommandError("no Kafka bootstrap servers configured")
-    try:  # the settings must reach Spark's Kafka connector too
-        java_client_conf(cfg.kafka_client())
-    except UntranslatableSetting as exc:
-        raise CommandError(str(exc), EXIT_USAGE) from None
+    java_client_conf(cfg.kafka_client())  # the settings must reach Spark's Kafka connector too
     argv = args.raw_argv[args.raw_argv.index("app") + 1:]
     master = cfg["spark.master"]
     env = dict(os.environ, PYSPARK_DRIVER_PYTHON=sys.executable)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench.kernel import MismatchError, format_table, run_kernel_bench
+from bench.kernel import format_table, run_kernel_bench
 from cli.bench_chaos import register_chaos
 from cli.bench_churn import register_churn
 from cli.bench_delivery import register_delivery
@@ -17,10 +17,11 @@ from cli.bench_live import register_live
 from cli.bench_load import register_load
 from cli.bench_paper import register_paper
 from cli.bench_scale import register_scale
-from cli.common import CommandError, positive_int
+from cli.common import positive_int
+from cli.errors import CommandError
 from cli.progress import elapsed_log
 from cli.workload_args import add_mix_arguments, point_share_from, relation_from
-from config.exitcodes import EXIT_FAILED, EXIT_USAGE
+from config.exitcodes import EXIT_USAGE
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
 
@@ -71,16 +72,13 @@ def _kernel(args: argparse.Namespace) -> int:
                            f"expected names from {', '.join(STRATEGIES)}", EXIT_USAGE)
     log = elapsed_log("geops bench kernel")
 
-    try:
-        report = run_kernel_bench(subscriptions=args.subscriptions,
-                                  publications=args.publications, seed=args.seed,
-                                  partitions=args.partitions, partitioner=args.partitioner,
-                                  strategies=chosen, repeat=args.repeat,
-                                  plain=not args.no_plain,
-                                  point_share=point_share_from(args),
-                                  relation=relation_from(args), log=log)
-    except MismatchError as exc:
-        raise CommandError(str(exc), EXIT_FAILED) from None
+    report = run_kernel_bench(subscriptions=args.subscriptions,
+                              publications=args.publications, seed=args.seed,
+                              partitions=args.partitions, partitioner=args.partitioner,
+                              strategies=chosen, repeat=args.repeat,
+                              plain=not args.no_plain,
+                              point_share=point_share_from(args),
+                              relation=relation_from(args), log=log)
     print(format_table(report))
     return 0
 
@@ -102,15 +100,12 @@ def register_decode(benches: argparse._SubParsersAction) -> None:
 
 
 def _decode(args: argparse.Namespace) -> int:
-    from bench.decode import MismatchError, format_table, run_decode_bench
+    from bench.decode import format_table, run_decode_bench
 
     log = elapsed_log("geops bench decode")
 
-    try:
-        timings = run_decode_bench(publications=args.publications, seed=args.seed,
-                                   repeat=args.repeat, log=log)
-    except MismatchError as exc:
-        raise CommandError(str(exc), EXIT_FAILED) from None
+    timings = run_decode_bench(publications=args.publications, seed=args.seed,
+                               repeat=args.repeat, log=log)
     print(format_table(timings))
     return 0
 

@@ -36,7 +36,8 @@ import tempfile
 from pathlib import Path
 
 from cli import bench_live as live
-from cli.common import EXIT_USAGE, CommandError, positive_int
+from cli.common import EXIT_USAGE, positive_int
+from cli.errors import CommandError
 from config.exitcodes import EXIT_FAILED
 
 
@@ -94,7 +95,7 @@ def _options(args: argparse.Namespace):
 
 def _chaos(args: argparse.Namespace) -> int:
     from bench.chaos.run import rerender, run_chaos
-    from bench.processes import BenchFailed
+    from bench.errors import BenchFailed
 
     if args.report_only:
         try:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import config
 from cli import bench_live as live
-from cli.common import EXIT_USAGE, CommandError
+from cli.common import EXIT_USAGE
+from cli.errors import CommandError
 from config.choices import JOINS, STRATEGIES
 
 
@@ -126,7 +127,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _churn(args: argparse.Namespace) -> int:
+    from bench.errors import BenchFailed
     from bench.live.churn_run import main
-    from bench.processes import BenchFailed
 
     return live.run_bench("churn", main, build_spec(args), (BenchFailed,))

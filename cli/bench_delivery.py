@@ -20,7 +20,8 @@ from pathlib import Path
 
 import config
 from cli import bench_live as live
-from cli.common import EXIT_USAGE, CommandError, positive_int
+from cli.common import EXIT_USAGE, positive_int
+from cli.errors import CommandError
 from config import choices
 
 
@@ -57,8 +58,8 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 def _delivery(args: argparse.Namespace) -> int:
     from bench.delivery import DeliverySpec, main
+    from bench.errors import BenchFailed
     from bench.live.deployment import AppOptions
-    from bench.processes import BenchFailed
 
     if args.write_only and args.write_batches <= 0:
         raise CommandError("--write-only needs --write-batches above 0", EXIT_USAGE)

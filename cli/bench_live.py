@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 
 import config
-from cli.common import EXIT_FAILED, EXIT_USAGE, CommandError, positive_int, sigterm_as_interrupt
+from cli.common import EXIT_FAILED, EXIT_USAGE, positive_int, sigterm_as_interrupt
+from cli.errors import CommandError
 from cli.progress import elapsed_log
 from cli.workload_args import add_mix_arguments, point_share_from, relation_from
 from config import choices
@@ -257,7 +258,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _live(args: argparse.Namespace) -> int:
+    from bench.errors import BenchFailed
     from bench.live.run import main
-    from bench.processes import BenchFailed
 
     return run_bench("live", main, build_spec(args), (BenchFailed,))

@@ -12,9 +12,10 @@ import argparse
 from pathlib import Path
 
 import config
-from cli.common import CommandError, settings, sigterm_as_interrupt
+from cli.common import settings, sigterm_as_interrupt
+from cli.errors import CommandError
 from cli.progress import elapsed_log
-from config.exitcodes import EXIT_FAILED, EXIT_USAGE
+from config.exitcodes import EXIT_USAGE
 
 QUICK_FILES = ("runs.csv", "batches.csv", "loads.csv", "status.csv", "meta.json",
                "fig4_throughput.png", "fig4_throughput.csv", "fig5_latency.png",
@@ -117,7 +118,7 @@ def _paper(args: argparse.Namespace) -> int:
 
 def _run_paper(args: argparse.Namespace) -> int:
     from bench.paper import redistribution
-    from bench.paper.evaluation import PlanConflict, run_plan
+    from bench.paper.evaluation import run_plan
     from bench.paper.plan import (
         FULL_SIZES,
         MIN_STREAM_S,
@@ -129,7 +130,7 @@ def _run_paper(args: argparse.Namespace) -> int:
         quick_plan,
         scaled,
     )
-    from bench.paper.runner import DistributorSettings, RunFailed
+    from bench.paper.runner import DistributorSettings
 
     cfg = settings(args)
     if args.repeats < 1:
@@ -147,33 +148,28 @@ def _run_paper(args: argparse.Namespace) -> int:
     log = elapsed_log("geops bench paper", width=7, digits=0)
 
     if not args.report_only:
-        try:
-            if args.quick:
-                # Short periods so a rebalance can happen within a short stream.
-                run_plan(quick_plan(), out, workdir,
-                         DistributorSettings(period="2s", min_items=500, wait_periods=2),
-                         resume=not args.no_resume, log=log)
-            elif args.first_period_ab:
-                run_plan(first_period_plan(
-                    args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
-                    _skews(args.skews or "0.9"), sizes), out, workdir, DistributorSettings(),
-                    resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
-            else:
-                skews = (() if hot_spots and args.skews == "none"
-                         else _skews(args.skews or ",".join(map(str, SKEWS))))
-                plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
-                                 _list(args.modes, tuple(RUN_MODES), "--modes"), skews, sizes,
-                                 hot_spots)
-                run_plan(plan, out, workdir, DistributorSettings(),
-                         resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
-                if not args.runs_only:
-                    redistribution.run_redistribution(redistribution.plan(args.repeats), out,
-                                                      workdir, resume=not args.no_resume,
-                                                      log=log)
-        except PlanConflict as exc:
-            raise CommandError(str(exc), EXIT_USAGE) from None
-        except RunFailed as exc:
-            raise CommandError(str(exc), EXIT_FAILED) from None
+        if args.quick:
+            # Short periods so a rebalance can happen within a short stream.
+            run_plan(quick_plan(), out, workdir,
+                     DistributorSettings(period="2s", min_items=500, wait_periods=2),
+                     resume=not args.no_resume, log=log)
+        elif args.first_period_ab:
+            run_plan(first_period_plan(
+                args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
+                _skews(args.skews or "0.9"), sizes), out, workdir, DistributorSettings(),
+                resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
+        else:
+            skews = (() if hot_spots and args.skews == "none"
+                     else _skews(args.skews or ",".join(map(str, SKEWS))))
+            plan = full_plan(args.repeats, _list(args.pipelines, PIPELINES, "--pipelines"),
+                             _list(args.modes, tuple(RUN_MODES), "--modes"), skews, sizes,
+                             hot_spots)
+            run_plan(plan, out, workdir, DistributorSettings(),
+                     resume=not args.no_resume, log=log, min_stream_s=MIN_STREAM_S)
+            if not args.runs_only:
+                redistribution.run_redistribution(redistribution.plan(args.repeats), out,
+                                                  workdir, resume=not args.no_resume,
+                                                  log=log)
     if args.runs_only:
         log(f"done (--runs-only: no figures or report); results in {out}")
         return 0

@@ -7,13 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from cli.common import (
-    CommandError,
-    duration_text,
-    memory_size,
-    positive_int,
-    sigterm_as_interrupt,
-)
+from cli.common import duration_text, memory_size, positive_int, sigterm_as_interrupt
+from cli.errors import CommandError
 from cli.progress import elapsed_log
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE
 

@@ -6,7 +6,7 @@ import argparse
 import time
 
 import config
-from cli.common import CommandError, settings
+from cli.common import settings
 from config.embedded import pid_alive
 from kafkaio import broker, security
 
@@ -42,13 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _start(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    try:
-        info, started = broker.start(cfg.state_dir(), cfg["broker.port"],
-                                     nodes=cfg["broker.nodes"], heap=cfg["broker.heap"],
-                                     secure=args.secure,
-                                     topic_names={t: cfg.topic(t) for t in config.TOPICS})
-    except broker.BrokerError as exc:
-        raise CommandError(str(exc)) from None
+    info, started = broker.start(cfg.state_dir(), cfg["broker.port"],
+                                 nodes=cfg["broker.nodes"], heap=cfg["broker.heap"],
+                                 secure=args.secure,
+                                 topic_names={t: cfg.topic(t) for t in config.TOPICS})
     what = f"Apache Kafka {info.kafka_version}, {_nodes(info)}"
     if started:
         print(f"broker started ({what})")
@@ -67,10 +64,7 @@ def _start(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    try:
-        info = broker.stop(cfg.state_dir())
-    except broker.BrokerError as exc:
-        raise CommandError(str(exc)) from None
+    info = broker.stop(cfg.state_dir())
     print(f"broker stopped ({', '.join(f'pid {p}' for p in info.pids)})" if info
           else "no broker running")
     return 0
@@ -78,10 +72,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    try:
-        info = broker.status(cfg.state_dir())
-    except broker.BrokerError as exc:
-        raise CommandError(str(exc)) from None
+    info = broker.status(cfg.state_dir())
     if info is None:
         print(f"no broker running (state directory {cfg.state_dir()})")
         return 1

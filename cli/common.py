@@ -1,4 +1,5 @@
-"""Helpers shared by the subcommands: configuration from flags, errors, logical topic names."""
+"""Helpers shared by the subcommands: configuration from flags, argument types, reachability,
+logical topic names."""
 
 from __future__ import annotations
 
@@ -8,18 +9,12 @@ import signal
 from collections.abc import Iterator
 
 import config
+from cli.errors import CommandError
 from config import TOPICS, Config
 from config.embedded import read_record
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE  # noqa: F401 - EXIT_USAGE: cli/bench_live.py
-from kafkaio.clients import KafkaUnavailable, check_reachable
-
-
-class CommandError(Exception):
-    """An expected failure with a message for the user (no traceback)."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED):
-        super().__init__(message)
-        self.code = code
+from kafkaio.clients import check_reachable
+from kafkaio.errors import KafkaUnavailable
 
 
 def positive_int(text: str) -> int:

@@ -8,7 +8,8 @@ import sys
 import threading
 
 import config
-from cli.common import CommandError, settings, sigterm_as_interrupt
+from cli.common import settings, sigterm_as_interrupt
+from cli.errors import CommandError
 from config.exitcodes import EXIT_USAGE
 
 EPILOG = """\

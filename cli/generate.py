@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import config
-from cli.common import CommandError, non_negative_int
+from cli.common import non_negative_int
+from cli.errors import CommandError
 from cli.progress import elapsed_log
 from cli.workload_args import add_mix_arguments, relation_from
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
-from geops.geojson import GeoJSONError
+from geops.errors import DataError, GeoJSONError, ParameterError
 from geops.partitioning import PARTITIONERS
 from geops.workload import (
     LAYERS,
-    DataError,
-    ParameterError,
     SkewSpec,
     generate_workload,
     read_points_csv,

@@ -11,11 +11,8 @@ import importlib
 import sys
 from typing import NoReturn
 
-from cli.common import CommandError
-from config import ConfigError
+from config.errors import GeopsError, one_line
 from config.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from kafkaio.clients import KafkaUnavailable
-from kafkaio.retry import KafkaOutage
 
 # Order is the order of `geops --help`.
 COMMANDS = (
@@ -63,18 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     args.raw_argv = argv  # for commands that pass their options on (geops app)
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
-        print(f"geops {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except CommandError as exc:
-        print(f"geops {args.command}: {exc}", file=sys.stderr)
-        return exc.code
-    except KafkaOutage as exc:  # the broker did not answer for the outage limit
-        print(f"geops {args.command}: {exc}", file=sys.stderr)
+    except GeopsError as exc:  # an expected failure: its one line and its exit code
+        print(one_line(exc, f"geops {args.command}"), file=sys.stderr)
         return exc.exit_code
-    except KafkaUnavailable as exc:
-        print(f"geops {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"geops {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -16,9 +16,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from cli.common import CommandError, positive_duration, positive_int
+from cli.common import positive_duration, positive_int
+from cli.errors import CommandError
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
-from geops.geojson import GeoJSONError, Rejected
+from geops.errors import GeoJSONError
+from geops.geojson import Rejected
 from geops.offline import events_files, match_files
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES

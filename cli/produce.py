@@ -26,21 +26,15 @@ import sys
 import numpy as np
 
 import config
-from cli.common import CommandError, reachable, settings
+from cli.common import reachable, settings
+from cli.errors import CommandError
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
 from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
+from geops.errors import GeoJSONError
 from geops.fences import fence_geometries
-from geops.geojson import (
-    GeoJSONError,
-    Rejected,
-    read_fence_subscriptions,
-    read_ids,
-    read_positions,
-)
+from geops.geojson import Rejected, read_fence_subscriptions, read_ids, read_positions
 from geops.model import DetectKind, Subscriptions
-from kafkaio.clients import KafkaUnavailable
-from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender, produce_encoded, produce_records
 from schemas.bulk_encoder import encode_subscriptions
 from schemas.records import (
@@ -166,11 +160,7 @@ def _produce(args: argparse.Namespace, cfg: config.Config, logical: str, name: s
         else:
             produce_records(cfg.kafka_client(), topic, name, records, args.rate,
                             progress.update, outage_limit=cfg["kafka.outage_limit"])
-    except KafkaOutage as exc:
-        raise CommandError(str(exc), exc.exit_code) from None
-    except KafkaUnavailable as exc:
-        raise CommandError(str(exc)) from None
-    finally:
+    finally:  # a KafkaUnavailable goes on to the command's one line and exit code
         progress.close()
     print(f"produced {count} {logical} to {topic}; rejected {len(rejected)}")
     return EXIT_REJECTED if rejected else 0
@@ -223,14 +213,9 @@ def _unsubscribe(args: argparse.Namespace) -> int:
     reachable(cfg)
     topic = args.topic or cfg.topic("subscriptions")
     sender = Sender(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
-    try:
-        for sid in dict.fromkeys(ids):
-            sender.send(topic, None, key=str(sid).encode())
-        sender.close()
-    except KafkaOutage as exc:
-        raise CommandError(str(exc), exc.exit_code) from None
-    except KafkaUnavailable as exc:
-        raise CommandError(str(exc)) from None
+    for sid in dict.fromkeys(ids):
+        sender.send(topic, None, key=str(sid).encode())
+    sender.close()
     print(f"unsubscribed {len(dict.fromkeys(ids))} subscriptions (tombstones on {topic}); "
           f"rejected {len(rejected)}")
     return EXIT_REJECTED if rejected else 0

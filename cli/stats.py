@@ -29,7 +29,8 @@ from collections import defaultdict
 import numpy as np
 
 import config
-from cli.common import CommandError, positive_int, reachable, settings
+from cli.common import positive_int, reachable, settings
+from cli.errors import CommandError
 from cli.stats_follow import follow
 from config import parse_duration
 from config.exitcodes import EXIT_USAGE

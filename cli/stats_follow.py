@@ -13,10 +13,11 @@ from typing import TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from cli.common import CommandError
+from cli.errors import CommandError
 from config import Config
 from dashboard.periods import Follower, Period, Row, collect
-from kafkaio.clients import KafkaUnavailable, consumer
+from kafkaio.clients import consumer
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets
 
 COLUMNS = (("time", 8), ("in/s", 9), ("out/s", 9), ("lag", 11), ("batches", 7),

@@ -10,18 +10,14 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 import config
-from cli.common import (
-    CommandError,
-    positive_duration,
-    positive_int,
-    reachable,
-    settings,
-    topic_name,
-)
+from cli.common import positive_duration, positive_int, reachable, settings, topic_name
+from cli.errors import CommandError
 from cli.render import to_json, to_text
-from kafkaio.clients import KafkaUnavailable, consumer, denied
+from kafkaio.clients import consumer, denied
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets
-from schemas import DecodeError, codec
+from schemas import codec
+from schemas.errors import DecodeError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import CommandError
+from cli.errors import CommandError
 from config.exitcodes import EXIT_USAGE
 from geops.model import Relation
 from geops.workload.generate import DEFAULT_POINT_SHARE

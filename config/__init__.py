@@ -7,6 +7,7 @@ The package's modules, each with one job:
 - ``resolved``: ``Config``, the validated tree the other packages read
 - ``loading``: ``load``, resolving defaults < file < environment < flags
 - ``arguments``: the settings' command-line flags
+- ``errors``: ``GeopsError``, the base of every geops error, and ``one_line``, its message
 - ``choices``, ``exitcodes``, ``embedded``: enumerated choices, exit codes, the local broker's
   address record
 
@@ -14,7 +15,8 @@ This module re-exports what the other packages use.
 """
 
 from config.arguments import add_arguments, from_args
-from config.loading import DEFAULT_FILE, ConfigError, defaults, load
+from config.errors import ConfigError, GeopsError, one_line
+from config.loading import DEFAULT_FILE, defaults, load
 from config.resolved import Config
 from config.settings import BY_PATH, SETTINGS, TOPICS, Setting
 from config.values import parse_bytes, parse_duration, parse_memory
@@ -26,11 +28,13 @@ __all__ = [
     "TOPICS",
     "Config",
     "ConfigError",
+    "GeopsError",
     "Setting",
     "add_arguments",
     "defaults",
     "from_args",
     "load",
+    "one_line",
     "parse_bytes",
     "parse_duration",
     "parse_memory",

@@ -1,7 +1,8 @@
 """Exit codes of every geops process: the commands, the Spark app and the distributor.
 
 One table, at the bottom of the layers, so that a code means the same wherever it is returned;
-an exception that ends a process with one of them carries it as ``exit_code``.
+an error that ends a process with one of them (a ``config.errors.GeopsError``) carries it as
+``exit_code``.
 """
 
 EXIT_OK = 0

@@ -13,6 +13,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from config.errors import ConfigError
 from config.resolved import Config, get_path, has_path, set_path
 from config.settings import BY_PATH, FREE_TABLES, LAUNCH_PROPERTIES, SETTINGS
 
@@ -20,10 +21,6 @@ from config.settings import BY_PATH, FREE_TABLES, LAUNCH_PROPERTIES, SETTINGS
 # packages to a cluster's executors as one).
 DEFAULT_FILE: Traversable = resources.files(__package__) / "default.toml"
 KAFKA_ENV_PREFIX = "GEOPS_KAFKA_"
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing or malformed; the message names the setting."""
 
 
 def _leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:

@@ -31,8 +31,9 @@ from config import Config
 from dashboard.periods import Period, collect
 from dashboard.points import publication_points
 from dashboard.state import View
-from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
+from kafkaio.clients import check_reachable, consumer
 from kafkaio.dump import decoded_messages
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets, read_between
 
 log = logging.getLogger("geops.dashboard")

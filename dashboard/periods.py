@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from distributor.mldc import mldc
-from schemas import DecodeError, codec
+from schemas import codec
+from schemas.errors import DecodeError
 
 
 @dataclass

@@ -33,18 +33,19 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from config import BY_PATH, Config, ConfigError
+from config import BY_PATH, Config, ConfigError, one_line
 from config.exitcodes import EXIT_FAILED, EXIT_OK
 from distributor.engine import Engine
 from distributor.params import Params
 from distributor.records import PeriodResult
-from kafkaio.clients import KafkaUnavailable, check_reachable, consumer
+from kafkaio.clients import check_reachable, consumer
 from kafkaio.control import newest_command
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets
-from kafkaio.retry import KafkaOutage
 from kafkaio.sender import Sender
-from schemas import DecodeError, codec
-from schemas.assignment import MALFORMED, CommandRejected
+from schemas import codec
+from schemas.assignment import MALFORMED
+from schemas.errors import CommandRejected, DecodeError
 
 log = logging.getLogger("geops.distributor")
 
@@ -153,8 +154,8 @@ class Service:
                 ends = probe(self.metrics_topic)
             finally:
                 probe.close()
-        except KafkaUnavailable as exc:
-            log.error("%s", exc)
+        except KafkaUnavailable as exc:  # also an outage while recovering: 1, not 4
+            log.error("%s", one_line(exc))
             return EXIT_FAILED
         metrics = consumer(self.conf)
         sender = Sender(self.conf, outage_limit=self.outage_limit)
@@ -166,12 +167,9 @@ class Service:
             self.ready.set()
             self._loop(metrics, sender, stop)
             sender.close()
-        except KafkaOutage as exc:  # no answer for the outage limit: one line, exit code 4
-            log.error("%s", exc)
+        except KafkaUnavailable as exc:  # exit code 4 for no answer within the outage limit
+            log.error("%s", one_line(exc))
             return exc.exit_code
-        except KafkaUnavailable as exc:
-            log.error("%s", exc)
-            return EXIT_FAILED
         finally:
             metrics.close()
         log.info("stopped after %d period(s), %d command(s); counters: %s",

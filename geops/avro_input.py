@@ -20,7 +20,8 @@ import fastavro
 import numpy as np
 import shapely
 
-from geops.geojson import GeoJSONError, Rejected
+from geops.errors import GeoJSONError
+from geops.geojson import Rejected
 from geops.model import DetectKind, Publications, Relation, Subscriptions, geometry_problems
 from schemas.codec import codec
 

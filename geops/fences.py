@@ -37,6 +37,8 @@ import numpy as np
 import shapely
 from pyproj import Geod
 
+from geops.errors import FenceError
+
 GEOD = Geod(ellps="WGS84")
 CIRCLE_VERTICES = 128
 SEGMENT_M = 500.0          # the longest edge projected or brought back
@@ -44,10 +46,6 @@ QUAD_SEGS = 32             # buffer arcs: segments per quarter circle
 MAX_REACH_M = 400_000.0    # a non-point fence: farthest from its centre (projection error)
 POLE_MARGIN = 2.0          # a fence's centre at least this many times its reach from a pole
 _DEG_M = 111_000.0         # metres per degree of latitude, roughly (for cutting edges only)
-
-
-class FenceError(ValueError):
-    """A distance fence that cannot be made; the message names the subscription."""
 
 
 def distance_problem(subscription_id: int, distance_m: object) -> str | None:

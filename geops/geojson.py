@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import shapely
 
+from geops.errors import GeoJSONError
 from geops.geojson_geoms import geometries
 from geops.model import DetectKind, Publications, Relation, Subscriptions, geometry_problems
 
@@ -44,10 +45,6 @@ class Rejected:
 
     def __str__(self) -> str:
         return f"{self.what} {self.index}: {self.reason}"
-
-
-class GeoJSONError(ValueError):
-    """The file as a whole is unusable (not JSON, not a FeatureCollection)."""
 
 
 def _features(path: str | os.PathLike[str], bulk: bool = True) -> list[Any]:

@@ -31,15 +31,12 @@ from pathlib import Path
 import config
 from config.embedded import pid_alive, read_record, record_file
 from kafkaio import jvm, security
+from kafkaio.errors import BrokerError, JvmError, SecurityError
 
 LISTEN_HOST = "127.0.0.1"
 DEFAULT_HEAP = "512m"
 MAX_NODES = 5
 PORT_PATIENCE = 90.0
-
-
-class BrokerError(RuntimeError):
-    """The broker could not be started or stopped; the message says why and what to do."""
 
 
 @dataclass
@@ -344,7 +341,7 @@ class _Security:
         try:
             tls = security.tls_files(directory)
             creds = security.passwords(directory)
-        except (OSError, security.SecurityError) as exc:
+        except (OSError, SecurityError) as exc:
             raise BrokerError(f"cannot make the secured broker's TLS files or credentials in "
                               f"{directory}: {exc}") from None
         return cls(directory, security.server_settings(tls.node, tls.ca, creds[security.BROKER]),
@@ -393,7 +390,7 @@ def start(state_dir: Path, port: int = 9092, timeout: float = 90.0, nodes: int =
     java = _java()
     try:
         cp = jvm.classpath("kafka")
-    except jvm.JvmError as exc:
+    except JvmError as exc:
         raise BrokerError(str(exc)) from None
     _prepare_nodes(state_dir, cid, plan, to_start, java, cp, sec)
     procs = _launch(state_dir, to_start, java, cp, heap)
@@ -489,7 +486,7 @@ def _secure_parts(sec: _Security, address: str, admin: dict[str, str],
         topic_names = {t: cfg.topic(t) for t in config.TOPICS}
     try:
         security.apply_acls(admin, security.acl_bindings(topic_names))
-    except security.SecurityError as exc:
+    except SecurityError as exc:
         raise BrokerError(str(exc)) from None
     security.write_client_configs(sec.directory, address, sec.creds, sec.ca)
 

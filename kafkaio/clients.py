@@ -22,16 +22,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from config import ConfigError
+from kafkaio.errors import KafkaUnavailable, TopicMissing
 from kafkaio.java_conf import librdkafka_conf
-
-
-class KafkaUnavailable(RuntimeError):
-    """The Kafka cluster could not be reached or refused the request."""
-
-
-class TopicMissing(KafkaUnavailable):
-    """The cluster answered: the topic does not exist (an answer, not an outage)."""
-
 
 # librdkafka writes its log lines ("%3|...|FAIL|rdkafka#consumer-1| ... Connection refused") to
 # the process's stderr from its own threads, for as long as a client lives, also after the

@@ -12,7 +12,8 @@ from typing import Any
 
 from kafkaio.offsets import read_to_end
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
-from schemas.assignment import CommandRejected, command_for
+from schemas.assignment import command_for
+from schemas.errors import CommandRejected
 
 
 def newest_command(client_conf: Mapping[str, str], topic: str, app_id: str, *,

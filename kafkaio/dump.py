@@ -9,7 +9,8 @@ from typing import Any
 from confluent_kafka import Message
 
 from kafkaio.offsets import read_to_end
-from schemas import DecodeError, codec
+from schemas import codec
+from schemas.errors import DecodeError
 
 
 def decoded_messages(msgs: Iterable[Message]) -> Iterator[tuple[Message, str, dict[str, Any]]]:

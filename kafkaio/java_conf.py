@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from kafkaio.errors import UntranslatableSetting
+
 JAVA_ONLY_PREFIX = "java."
 
 # The same name and meaning in librdkafka and the Java client (consumer and admin side).
@@ -66,10 +68,6 @@ _JAAS_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
-
-
-class UntranslatableSetting(ValueError):
-    """A client setting that the Java client cannot be given; the message names it."""
 
 
 def librdkafka_conf(conf: Mapping[str, str]) -> dict[str, str]:

@@ -21,13 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from config.errors import one_line
+from config.exitcodes import EXIT_USAGE
+from kafkaio.errors import JvmError
+
 JVM_DIR = Path(__file__).resolve().parents[1] / "jvm"
 BUNDLES = ("kafka", "spark-kafka")
 _DONE = ".resolved"
-
-
-class JvmError(RuntimeError):
-    """A bundle's jars could not be found or resolved; the message says what to do."""
 
 
 def cache_root() -> Path:
@@ -128,8 +128,8 @@ def main() -> int:
             if _env_override(bundle) is None:
                 resolve(bundle)
     except JvmError as exc:
-        print(f"geops: {exc}", file=sys.stderr)
-        return 2
+        print(one_line(exc, "geops"), file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 

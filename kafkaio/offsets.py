@@ -21,8 +21,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from kafkaio.clients import KafkaUnavailable, consumer, topic_partitions
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, DataLoss, Outage, with_retry
+from kafkaio.clients import consumer, topic_partitions
+from kafkaio.errors import DataLoss, KafkaUnavailable
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
 
 # How long a read's fetch may wait at the end of a partition before the broker answers empty:
 # Apache Kafka answers as soon as a record is there, so this only bounds an idle wait.

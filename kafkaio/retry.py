@@ -15,26 +15,13 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from config.exitcodes import EXIT_DATA_LOSS, EXIT_OUTAGE
-from kafkaio.clients import KafkaUnavailable, TopicMissing
+from kafkaio.errors import KafkaOutage, KafkaUnavailable, TopicMissing
 
 log = logging.getLogger("geops.kafka")
 
 T = TypeVar("T")
 
 DEFAULT_OUTAGE_LIMIT = 300.0
-
-
-class KafkaOutage(KafkaUnavailable):
-    """Kafka did not answer for longer than the outage limit."""
-
-    exit_code = EXIT_OUTAGE
-
-
-class DataLoss(RuntimeError):
-    """Records the app must read no longer exist on the broker."""
-
-    exit_code = EXIT_DATA_LOSS
 
 
 class Outage:

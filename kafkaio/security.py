@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkaio.errors import SecurityError
+
 MECHANISM = "SCRAM-SHA-512"
 PROTOCOL = "SASL_SSL"
 # The principals: one per part of geops, ``broker`` for the nodes themselves.
@@ -67,10 +69,6 @@ ACL_TABLE = (
     Grant("dashboard", reads=("metrics", "status", "control", "matches"),
           describes=("publications",), groups=True),
 )
-
-
-class SecurityError(RuntimeError):
-    """The secured broker's files could not be made or read; the message says which."""
 
 
 def secure_dir(home: Path) -> Path:

@@ -8,8 +8,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kafkaio.clients import KafkaUnavailable, denied, producer
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, KafkaOutage, Outage
+from kafkaio.clients import denied, producer
+from kafkaio.errors import KafkaOutage, KafkaUnavailable
+from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage
 from schemas import codec
 from schemas.records import MISSING_TIME
 

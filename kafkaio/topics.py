@@ -12,7 +12,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from config import TOPICS, Config
-from kafkaio.clients import KafkaUnavailable, admin, check_reachable
+from kafkaio.clients import admin, check_reachable
+from kafkaio.errors import KafkaUnavailable
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from kafkaio.clients import KafkaUnavailable
+from kafkaio.errors import Aborted, Fenced, KafkaUnavailable
 from kafkaio.offsets import EndOffsets, read_between
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage
 from kafkaio.sender import Sender
@@ -42,15 +42,6 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 CALL_TIMEOUT_S = 10.0
 # Records read per step when looking for the newest marker from the end of a partition.
 SCAN_WINDOW = 2000
-
-
-class Aborted(KafkaUnavailable):
-    """The transaction had to be aborted (a record could not be written, the broker lost its
-    state of it): nothing of it is visible, the unit may be written again."""
-
-
-class Fenced(KafkaUnavailable):
-    """Another producer with the same transactional id has started: this one must stop."""
 
 
 def transactional_id(app_id: str, *topics: str) -> str:

@@ -4,6 +4,6 @@ Also holds the control protocol's shared definitions (``assignment``) so that th
 distributor and the workload generator agree on them without depending on each other.
 """
 
-from schemas.codec import Codec, DecodeError, codec
+from schemas.codec import Codec, codec
 
-__all__ = ["Codec", "DecodeError", "codec"]
+__all__ = ["Codec", "codec"]

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from schemas.codec import DecodeError, codec
+from schemas.codec import codec
+from schemas.errors import CommandRejected, DecodeError
 
 # Why a control record is not a command for an app (``CommandRejected.kind``).
 TOMBSTONE = "tombstone"
@@ -24,14 +25,6 @@ MALFORMED = "malformed"
 FOREIGN = "foreign app"
 NOT_NEWER = "not newer"
 UNFIT = "unfit"
-
-
-class CommandRejected(ValueError):
-    """A control record that is no command for this app now; ``kind`` says which reason."""
-
-    def __init__(self, kind: str, reason: str):
-        super().__init__(reason)
-        self.kind = kind
 
 
 def initial_assignment(partitions: int, workers: int) -> list[int]:

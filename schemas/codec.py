@@ -23,6 +23,8 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from schemas.errors import DecodeError
+
 # Read through importlib.resources, so the schemas load from a zip too (``geops app`` ships the
 # packages to a cluster's executors as one): a Path in a source tree, else a Traversable.
 SCHEMA_DIR: Traversable = resources.files(__package__)
@@ -30,10 +32,6 @@ HISTORY_DIR = SCHEMA_DIR / "history"
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
 _BUFFER = re.compile(r" from <_io\.BytesIO object at 0x[0-9a-f]+>")
-
-
-class DecodeError(ValueError):
-    """Bytes that are not a geops single-object record; the message says why."""
 
 
 def strip_logical(node: Any) -> Any:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from schemas.codec import HEADER_LEN, MAGIC, DecodeError, codec, history, strip_logical
+from schemas.codec import HEADER_LEN, MAGIC, codec, history, strip_logical
+from schemas.errors import DecodeError
 
 _MAX_VARINT = 10                  # bytes of a 64-bit zig-zag varint
 _MAX_KINDS = 8                    # detect items read in the fast path (more: the codec)

@@ -1,6 +1,6 @@
 """The packages form layers, and every import points down (docs/architecture.md).
 
-    cli -> bench, dashboard -> app, distributor -> kafkaio, geops -> schemas, config
+    cli -> bench, dashboard -> app, distributor -> kafkaio, geops -> schemas -> config
 
 A module may import its own package and any package of a lower layer, never a package of its
 own layer or of one above; imports inside functions count like any other. Each module is read
@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench", "dashboard"),
     ("app", "distributor"),
     ("kafkaio", "geops"),
-    ("schemas", "config"),
+    ("schemas",),
+    ("config",),  # below schemas: its errors derive from config.errors.GeopsError
 )
 RANK = {pkg: rank for rank, layer in enumerate(LAYERS) for pkg in layer}
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from app.offsetlog import OffsetLogError, batch_end_offsets, batch_start_offsets
+from app.errors import OffsetLogError
+from app.offsetlog import batch_end_offsets, batch_start_offsets
 from bench.chaos.stack import Stack
 from bench.live.publisher import now_ms
 from geops.model import Relation

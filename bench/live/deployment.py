@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 import config
+from bench.errors import BenchFailed
 from bench.live import calc
 from bench.live.monitor import Monitor, Sample, cpu_seconds, process_parents
 from bench.live.publisher import Log, Publisher, now_ms
-from bench.processes import GEOPS, BenchFailed, Proc, Processes
+from bench.processes import GEOPS, Proc, Processes
 from config import TOPICS
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records

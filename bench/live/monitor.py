@@ -16,8 +16,9 @@ from confluent_kafka import TopicPartition
 import config
 from bench.live import calc
 from bench.live.publisher import now_ms
-from kafkaio.clients import KafkaUnavailable, consumer
+from kafkaio.clients import consumer
 from kafkaio.dump import decoded_records
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

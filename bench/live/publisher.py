@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import shapely
 
+from bench.errors import BenchFailed
 from bench.live import calc
-from bench.processes import BenchFailed
 from kafkaio.clients import producer
 from schemas import codec
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.errors import PlanConflict
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
 from bench.paper.runner import DistributorSettings, run
@@ -52,10 +53,6 @@ class Tables:
             if fresh:
                 writer.writeheader()
             writer.writerows(rows)
-
-
-class PlanConflict(Exception):
-    """The results directory holds runs of the same id with other sizes."""
 
 
 def machine() -> dict[str, Any]:

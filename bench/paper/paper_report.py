@@ -279,7 +279,8 @@ def render(results_dir: Path) -> str:
     lines += [f"- [`{part.name}`]({part.name}): {what}" for name, what in TABLES
               for part in stored(results_dir / name)]   # loads.csv.gz where it is compressed
     lines += ["", "## Targets", "",
-              f"From the issue: at the highest skew Dynamic LB STAL ≥ {GAIN_REQUIRED} × Static "
+              f"What the Dynamic Distributor must reach here to count as reproducing the "
+              f"paper: at the highest skew Dynamic LB STAL ≥ {GAIN_REQUIRED} × Static "
               f"STAL and ≥ {KEEP_REQUIRED} × its own throughput at skew {BALANCED}; Dynamic LB "
               f"STAL ≥ Dynamic DB STAL and STAL ≥ STRL at every skew ≥ {HIGH_SKEW}. Ratios of "
               "mean throughputs over the n repeats both compared points have (a repeat run "

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import config
+from bench.errors import RunFailed
 from bench.paper.plan import RunSpec
 from bench.processes import GEOPS, Processes
 from bench.reap import reap
@@ -28,11 +29,6 @@ from geops.workload import Workload
 from kafkaio.sender import produce_records
 from kafkaio.topics import create_topics
 from schemas.records import publication_records, subscription_records
-
-
-class RunFailed(RuntimeError):
-    """A run did not complete; the message points at its logs."""
-
 
 TABLE1 = config.defaults()["distributor"]  # config/default.toml: the paper's Table 1
 

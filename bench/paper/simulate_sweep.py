@@ -36,7 +36,8 @@ from bench.paper.simulate import (
 from bench.paper.simulate_costs import check_partitions, cost_models, model_check
 from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import Params
-from geops.workload import ParameterError, Workload
+from geops.errors import ParameterError
+from geops.workload import Workload
 from schemas.assignment import initial_assignment
 
 

@@ -318,8 +318,8 @@ def summaries_of(workdir: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in captured.read_text().splitlines() if line]
     import config
     from kafkaio import broker
-    from kafkaio.clients import TopicMissing
     from kafkaio.dump import by_schema
+    from kafkaio.errors import TopicMissing
 
     prefix = session_dir(workdir).name
     state = workdir / "broker-state"

@@ -1,5 +1,6 @@
-"""The physical W = 2 runs of issues 22 and 23 summarised: replicate and the adaptive
-distributor against Static STAL and greedy (Table 1) per point.
+"""The physical W = 2 runs of the hot-partition study (docs/results/hot-partitions)
+summarised: replicate and the adaptive distributor against Static STAL and greedy (Table 1)
+per point.
 
 ``python -m bench.studies.hot_partitions_physical docs/results/hot-partitions/physical [LOAD_LOG]``
 

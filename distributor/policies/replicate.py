@@ -3,8 +3,8 @@
 Moving whole partitions cannot lower the busiest worker below the hottest partition's load.
 The join is stateless (a static partition is read-only), so a partition may be owned by k
 workers, each holding a copy of its static data and taking 1/k of its stream items
-(``schemas.assignment.owner_index``: key modulo k, deterministic and even), like PKG/D-Choices
-split a hot key (``../shared/reference/balancing-papers.md``).
+(``schemas.assignment.owner_index``: key modulo k, deterministic and even), as partial key
+grouping (Nasir et al., ICDE 2015) and D-Choices (Nasir et al., ICDE 2016) split a hot key.
 
 How k is chosen, with ``L_max = (1 + theta) x`` the mean worker load:
 

@@ -4,23 +4,15 @@
 memory (benchmarks use it directly); ``write_workload`` writes them as `geops generate` does.
 """
 
-from geops.workload.generate import ParameterError, SkewReport, Workload, generate_workload
+from geops.workload.generate import SkewReport, Workload, generate_workload
 from geops.workload.output import write_workload
-from geops.workload.realdata import (
-    BadRow,
-    DataError,
-    read_points_csv,
-    read_polygons_geojson,
-    with_real_data,
-)
+from geops.workload.realdata import BadRow, read_points_csv, read_polygons_geojson, with_real_data
 from geops.workload.skew import SkewSpec, measured_skew
 from geops.workload.world import LAYERS, World, synthetic_world
 
 __all__ = [
     "LAYERS",
     "BadRow",
-    "DataError",
-    "ParameterError",
     "SkewReport",
     "SkewSpec",
     "Workload",

@@ -27,17 +27,16 @@ positions. A share of the subscriptions become fences that detect, some with a d
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import shapely
 
+from geops.errors import DataError, ParameterError
 from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
 from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner
 from geops.workload import objects as moving
-from geops.workload.realdata import DataError
 from geops.workload.skew import (
     SkewSpec,
     hot_mask,
@@ -64,26 +63,6 @@ DEFAULT_INTERVAL_MS = 1
 SKEW_TOLERANCE = 0.005
 _ROUNDS = 6  # rounds of per-kind target adjustment before steering all kinds together
 _MIN_POOL = 20_000
-
-
-class ParameterError(ValueError):
-    """A bad generator parameter. ``text`` may name other parameters as ``{name}``.
-
-    ``render(style)`` spells every parameter with ``style`` (the CLI passes one that turns
-    ``hot_workers`` into ``--hot-workers``), so the API and the command report the same check.
-    """
-
-    def __init__(self, param: str, text: str):
-        self.param = param
-        self.text = text
-        super().__init__(self.render(lambda name: name))
-
-    def render(self, style: Callable[[str], str]) -> str:
-        class Names(dict):
-            def __missing__(self, name: str) -> str:
-                return style(name)
-
-        return f"{style(self.param)} {self.text.format_map(Names())}"
 
 
 @dataclass

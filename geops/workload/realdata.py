@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import shapely
 
-from geops.geojson import GeoJSONError, Rejected
+from geops.errors import DataError, GeoJSONError
+from geops.geojson import Rejected
 from geops.model import geometry_problems
 from geops.workload.world import LAYERS, PointPool, World
 
@@ -24,10 +25,6 @@ from geops.workload.world import LAYERS, PointPool, World
 COORDINATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("lon", "lat"), ("longitude", "latitude"), ("x", "y"))
 POLYGONAL = ("Polygon", "MultiPolygon")
-
-
-class DataError(ValueError):
-    """A whole input file is unusable (missing, no header, no usable rows)."""
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.offsets import read_to_end
 from kafkaio.sender import Sender
-from schemas import DecodeError, codec
+from schemas import codec
 from schemas.assignment import initial_assignment
+from schemas.errors import DecodeError
 from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only

@@ -197,7 +197,7 @@ def test_the_command_line_builds_the_cells_and_levels():
                                   ("--change-rates", "100,1000"), ("--mix", "1,2"),
                                   ("--tail", "60s"), ("--rounds", "0")])
 def test_the_command_line_rejects(argv):
-    from cli.common import CommandError
+    from cli.errors import CommandError
 
     with pytest.raises(CommandError):
         _spec(*argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import decode
+from bench.errors import MismatchError
 from cli.main import main
 
 
@@ -25,7 +26,7 @@ def test_a_wrong_decoder_fails_the_bench(monkeypatch) -> None:
                          got.object_ids)
 
     monkeypatch.setattr(decode, "decode_publications", off_by_one)
-    with pytest.raises(decode.MismatchError):
+    with pytest.raises(MismatchError):
         decode.run_decode_bench(publications=50, repeat=1, log=lambda _: None)
 
 

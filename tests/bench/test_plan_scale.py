@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.errors import PlanConflict
 from bench.paper import evaluation
 from bench.paper.plan import FULL_SIZES, full_plan, scaled
 from bench.paper.runner import DistributorSettings
@@ -30,7 +31,7 @@ def test_resume_refuses_runs_recorded_with_other_sizes(tmp_path: Path) -> None:
     base = FULL_SIZES["sPS"].publications
     plan = full_plan(1, ("sPS",), ("Static STAL",), (0.9,), scaled(FULL_SIZES, 2))
     (tmp_path / "runs.csv").write_text(f"run_id,publications\n{plan[0].run_id},{base}\n")
-    with pytest.raises(evaluation.PlanConflict,
+    with pytest.raises(PlanConflict,
                        match=rf"{base:,} publications.*{2 * base:,}"):
         evaluation.run_plan(plan, tmp_path, tmp_path / "work", DistributorSettings())
     assert not (tmp_path / "meta.json").exists()  # refused before anything was written

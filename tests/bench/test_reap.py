@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from bench.processes import BenchFailed, Processes
+from bench.errors import BenchFailed
+from bench.processes import Processes
 from bench.reap import reap, with_environ
 from config.embedded import pid_alive
 

@@ -88,7 +88,8 @@ def hotspot(partition: int, share: float = 0.6) -> list[float]:
     return [share if p == partition else (1 - share) / (P - 1) for p in range(P)]
 
 
-# -- the four behaviours the issue asks for ----------------------------------------------------
+# -- what makes mode adaptive worth having: it ignores noise, answers a sudden skew once, bounds
+# the commands of an alternating hot spot and skips a move that costs more than it saves -------
 
 @pytest.mark.parametrize("seed", range(5))
 def test_stationary_noise_at_skew_05_commands_nothing(seed):

@@ -16,7 +16,7 @@ from app.main import checkpoint_dir, ready_path
 from app.subscriptions import Prefetch, SubscriptionFeed
 from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
-from kafkaio.retry import KafkaOutage
+from kafkaio.errors import KafkaOutage
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
 from tests.app.conftest import Workload, load

@@ -13,7 +13,7 @@ from geops.avro_input import (
     read_publications_avro,
     read_subscriptions_avro,
 )
-from geops.geojson import GeoJSONError
+from geops.errors import GeoJSONError
 from geops.workload.output import write_avro
 
 SQUARE = shapely.to_wkb(shapely.box(0, 0, 1, 1))

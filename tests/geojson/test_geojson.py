@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import shapely
 
+from geops.errors import GeoJSONError
 from geops.geojson import (
-    GeoJSONError,
     read_publications,
     read_subscriptions,
     write_publications,

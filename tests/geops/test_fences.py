@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import shapely
 
-from geops.fences import GEOD, FenceError, fence_geometries, fence_geometry
+from geops.errors import FenceError
+from geops.fences import GEOD, fence_geometries, fence_geometry
 
 EPS = 0.001
 

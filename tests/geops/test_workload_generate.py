@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import shapely
 
+from geops.errors import ParameterError
 from geops.model import MIXED_RELATIONS, Relation, geometry_problems
-from geops.workload import LAYERS, ParameterError, SkewSpec, generate_workload, synthetic_world
+from geops.workload import LAYERS, SkewSpec, generate_workload, synthetic_world
 from geops.workload.generate import locate, split_counts
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from cli.main import main
 from config.exitcodes import EXIT_OK, EXIT_USAGE
-from geops.workload import ParameterError, SkewSpec, generate_workload, synthetic_world
+from geops.errors import ParameterError
+from geops.workload import SkewSpec, generate_workload, synthetic_world
 from geops.workload.skew import hot_side
 from schemas.assignment import initial_assignment
 

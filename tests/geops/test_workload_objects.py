@@ -13,10 +13,11 @@ import shapely
 from cli.main import main
 from config.exitcodes import EXIT_OK, EXIT_USAGE
 from geops.avro_input import read_fence_subscriptions_avro, read_positions_avro
+from geops.errors import ParameterError
 from geops.fences import GEOD, fence_geometries
 from geops.geojson import read_fence_subscriptions, read_positions
 from geops.model import DetectKind
-from geops.workload import ParameterError, generate_workload
+from geops.workload import generate_workload
 from geops.workload.objects import DETECT_MIX, FENCE_SHARE, SPEED_M_S
 from geops.workload.skew import SkewSpec
 

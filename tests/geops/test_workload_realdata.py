@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import shapely
 
-from geops.geojson import GeoJSONError
+from geops.errors import DataError, GeoJSONError
 from geops.workload import (
-    DataError,
     generate_workload,
     read_points_csv,
     read_polygons_geojson,

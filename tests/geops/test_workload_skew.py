@@ -11,15 +11,9 @@ import shapely
 
 from cli.main import main
 from config.exitcodes import EXIT_OK, EXIT_USAGE
+from geops.errors import ParameterError
 from geops.partitioning import build_partitioner
-from geops.workload import (
-    LAYERS,
-    ParameterError,
-    SkewSpec,
-    generate_workload,
-    measured_skew,
-    synthetic_world,
-)
+from geops.workload import LAYERS, SkewSpec, generate_workload, measured_skew, synthetic_world
 from schemas.assignment import initial_assignment
 
 # (S, H, W, P): the paper's 3-of-16 shape and a two-worker machine.

@@ -7,7 +7,8 @@ import pytest
 from app.kafka_read import source_options
 from config import load
 from kafkaio.clients import client_conf
-from kafkaio.java_conf import UntranslatableSetting, java_client_conf, librdkafka_conf
+from kafkaio.errors import UntranslatableSetting
+from kafkaio.java_conf import java_client_conf, librdkafka_conf
 
 
 def test_same_names_pass_and_different_names_are_translated():

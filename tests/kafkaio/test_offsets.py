@@ -9,7 +9,8 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from kafkaio.clients import KafkaUnavailable, admin, consumer
+from kafkaio.clients import admin, consumer
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
@@ -137,8 +138,8 @@ def test_an_exact_reader_reads_ranges_and_names_a_range_the_log_no_longer_holds(
     ranges come out as they are, one reused consumer after another; a range past the log's end
     (the topic came back shorter) and a start below the log's start are DataLoss, never a
     silent skip or a read from elsewhere."""
+    from kafkaio.errors import DataLoss
     from kafkaio.offsets import RangeReader, read_between
-    from kafkaio.retry import DataLoss
 
     create_topics(kafka_cfg, ["publications"])  # 4 partitions
     topic = kafka_cfg.topic("publications")

@@ -7,15 +7,10 @@ from __future__ import annotations
 import pytest
 
 from kafkaio import transactions
+from kafkaio.errors import Fenced
 from kafkaio.offsets import read_to_end
 from kafkaio.topics import create_topics
-from kafkaio.transactions import (
-    Fenced,
-    Marker,
-    TransactionalSender,
-    last_marker,
-    transactional_id,
-)
+from kafkaio.transactions import Marker, TransactionalSender, last_marker, transactional_id
 
 pytestmark = pytest.mark.integration
 

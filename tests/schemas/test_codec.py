@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from geops.model import DetectKind, Relation
-from schemas import DecodeError, codec
+from schemas import codec
 from schemas.codec import (
     HEADER_LEN,
     MAGIC,
@@ -21,6 +21,7 @@ from schemas.codec import (
     strip_logical,
 )
 from schemas.compat import _samples, backward_problem
+from schemas.errors import DecodeError
 
 EXPECTED = {"Publication", "Subscription", "Match", "PartitionLoad", "BatchSummary",
             "MoveReport", "RebalanceCommand", "DistributorStatus", "DeadLetter",

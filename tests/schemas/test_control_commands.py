@@ -13,10 +13,10 @@ from schemas.assignment import (
     NOT_NEWER,
     TOMBSTONE,
     UNFIT,
-    CommandRejected,
     command_for,
     owners_for_workers,
 )
+from schemas.errors import CommandRejected
 
 
 def command(epoch: int, app_id: str = "app", assignment=(0, 1, 1, 0)) -> bytes:

@@ -12,8 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from geops.model import Relation
-from schemas import DecodeError, codec
+from schemas import codec
 from schemas.codec import HEADER_LEN, MAGIC, history
+from schemas.errors import DecodeError
 from schemas.publication_decoder import decode_publications, decode_subscriptions
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
