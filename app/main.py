@@ -20,6 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import config
+from app.errors import EndedBeforeQuery
 from config import Config, ConfigError, one_line
 from config.exitcodes import (
     EXIT_DATA_LOSS,
@@ -166,15 +167,6 @@ def starting(status: dict) -> bool:
     return status["message"].startswith("Initializing")
 
 
-class _Ended(Exception):
-    """The app ends before its query starts, with exit code ``code``: the step that raises it
-    logged why and stopped what the steps before it started."""
-
-    def __init__(self, code: int):
-        super().__init__(code)
-        self.code = code
-
-
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import BatchState, Topics
@@ -194,8 +186,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         control, epoch, owners = _recover_assignment(cfg, kafka_conf, topics,
                                                      strategy.num_partitions, workers, spark,
                                                      watchdog)
-    except _Ended as ended:
-        return ended.code
+    except EndedBeforeQuery as ended:
+        return ended.exit_code
     static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch)
     state = BatchState(epoch, owners)
     runner = _warm_runner(cfg, spark, strategy, found, workers, static, control, topics,
@@ -236,7 +228,7 @@ def _source_options(cfg: Config, topics: Topics, starting_offsets: str) -> dict[
         return source_options(cfg, topics.publications, starting_offsets)
     except UntranslatableSetting as exc:
         log.error("%s", one_line(exc))
-        raise _Ended(exc.exit_code) from exc
+        raise EndedBeforeQuery(exc.exit_code) from exc
 
 
 def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
@@ -254,7 +246,7 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
         ends = feed.start()
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
-        raise _Ended(exc.exit_code) from exc
+        raise EndedBeforeQuery(exc.exit_code) from exc
     return feed, ends
 
 
@@ -269,7 +261,7 @@ def _start_spark(cfg: Config, feed: SubscriptionFeed) -> tuple[Any, Watchdog]:
         feed.close()
         watchdog.disarm()
         spark.stop()
-        raise _Ended(EXIT_FAILED)
+        raise EndedBeforeQuery(EXIT_FAILED)
     return spark, watchdog
 
 
@@ -293,7 +285,7 @@ def _scan_subscriptions(cfg: Config, kafka_conf: dict[str, str], ends: dict[int,
         log.error("reading the subscriptions topic: %s", found.group(2))
         watchdog.disarm()
         spark.stop()
-        raise _Ended(EXPECTED_FAILURES[found.group(1)].exit_code) from exc
+        raise EndedBeforeQuery(EXPECTED_FAILURES[found.group(1)].exit_code) from exc
     found = scan.set
     feed.reject(found.dead)
     scanned_s = time.perf_counter() - t
@@ -304,7 +296,7 @@ def _scan_subscriptions(cfg: Config, kafka_conf: dict[str, str], ends: dict[int,
         scan.release()
         watchdog.disarm()
         spark.stop()
-        raise _Ended(EXIT_FAILED)
+        raise EndedBeforeQuery(EXIT_FAILED)
     return scan, found, scanned_s
 
 
@@ -344,7 +336,7 @@ def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
         log.error("%s", one_line(exc))
         watchdog.disarm()
         spark.stop()
-        raise _Ended(exc.exit_code) from exc
+        raise EndedBeforeQuery(exc.exit_code) from exc
     if recovered is not None:
         epoch, owners = recovered.epoch, list(recovered.owners)
         replicated = {p: list(o) for p, o in enumerate(owners) if len(o) > 1}
