@@ -184,8 +184,6 @@ def test_match_event_time_reads_past_the_array(subs):
 # -- end to end ------------------------------------------------------------------------------
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 def test_batch_cost_fits_a_line_only_over_a_spread_of_sizes():
     batches = [{"records": n, "duration_ms": 120 + 0.1 * n} for n in (200, 400, 2000, 8000)]
     batches.append({"records": 0, "duration_ms": 5})  # an empty batch is no evidence
@@ -198,6 +196,8 @@ def test_batch_cost_fits_a_line_only_over_a_spread_of_sizes():
     assert calc.batch_cost([])["fixed_ms"] is None
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_tiny_live_bench_end_to_end(tmp_path: Path):
     result, out, work = run_geops_bench(
         tmp_path, "live", "--subscriptions", "300", "--pool", "2000", "--step", "4s",
