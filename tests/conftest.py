@@ -49,3 +49,17 @@ def geops_env(broker: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> dict[st
 def kafka_cfg(geops_env: dict[str, str]) -> Config:
     """Configuration resolved from ``geops_env``."""
     return config.load(environ=geops_env)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files with slow tests first, then those with integration tests, then the pure ones
+    (the order within each group and each file kept): with ``--dist loadfile
+    --no-loadscope-reorder`` (``scripts/test``) the test processes take the long files first
+    and the many short ones fill the end, so neither waits alone on a long file at the end."""
+    rank: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        mark = (0 if item.get_closest_marker("slow")
+                else 1 if item.get_closest_marker("integration") else 2)
+        rank[path] = min(rank.get(path, 2), mark)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])

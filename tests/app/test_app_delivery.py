@@ -24,7 +24,7 @@ from tests.app.replicas import (
 )
 from tests.app.test_app_control import wait_for_batches
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_kill_9_then_restart_loses_no_match(workload, kafka_cfg, geops_env, tmp_path):

@@ -31,7 +31,7 @@ from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 from tests.app.test_app_control import wait_for_batches
 from tests.isolated import environ_without_pythonpath, python_without_project
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Where each run of the app dies, in turn; the last run completes the stream. At
 # `after-commit` the batch is in Kafka (committed) and Spark has not committed it; at

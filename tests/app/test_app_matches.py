@@ -28,7 +28,7 @@ from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only
 from tests.app.replicas import P, SteppedProducer, busiest, replica_command, replica_plan
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 # Every strategy once, each join twice; tests/app/test_app_subscription_churn.py runs the other
