@@ -37,17 +37,6 @@ def own_broker(broker_state: Path) -> Iterator[embedded.BrokerInfo]:
 
 
 @pytest.fixture
-def own_cluster(broker_state: Path) -> Iterator[embedded.BrokerInfo]:
-    """A three-node cluster of this test's own (replication factor 3, min.insync.replicas 2
-    by the brokers' defaults)."""
-    info, _ = embedded.start(broker_state, port=0, nodes=3)
-    try:
-        yield info
-    finally:
-        embedded.stop(broker_state)
-
-
-@pytest.fixture
 def procs(tmp_path) -> Iterator[Procs]:
     """Starts the app and the distributor (logs in ``tmp_path/logs``); kills what still runs
     when the test ends, so a failed test leaves no Spark behind."""

@@ -4,8 +4,8 @@ driver is ``kill -9``ed mid-write and restarted, and the distributor is ``kill -
 restarted. At the end the matches equal the oracle's and nothing is lost.
 
 The broker is this test's own (pausing the session's would stall other tests). The pause lasts
-``GEOPS_FAULT_PAUSE`` seconds (default 65: past the clients' request and socket timeouts of 30
-and 60 s, so timed-out requests are retried too; the outage limit is 5 minutes).
+``GEOPS_FAULT_PAUSE`` seconds (default 40: past the clients' request timeout of 30 s, so
+timed-out requests are retried too; the outage limit is 5 minutes).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tests.faults.stack import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "65"))
+PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "40"))
 RATE = 100.0
 
 
