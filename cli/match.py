@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from cli.common import positive_duration, positive_int
 from cli.errors import CommandError
@@ -78,17 +79,9 @@ def _run(args: argparse.Namespace) -> int:
         return _run_events(args, log)
     if args.object_id_field is not None or args.object_ttl is not None:
         raise CommandError("--object-id-field and --object-ttl need --events", EXIT_USAGE)
-    try:
-        report = match_files(args.subscriptions, args.publications, args.out,
-                             strategy=args.strategy, partitions=args.partitions,
-                             partitioner=args.partitioner, log=log)
-    except GeoJSONError as exc:
-        raise CommandError(str(exc), EXIT_USAGE) from None
-    except OSError as exc:
-        raise CommandError(f"{exc.filename}: {exc.strerror}", EXIT_USAGE) from None
-    _print_rejected(args.subscriptions, report.rejected_subscriptions)
-    _print_rejected(args.publications, report.rejected_publications)
-    rejected = len(report.rejected_subscriptions) + len(report.rejected_publications)
+    report, rejected = _computed(args, lambda: match_files(
+        args.subscriptions, args.publications, args.out, strategy=args.strategy,
+        partitions=args.partitions, partitioner=args.partitioner, log=log))
     print(f"geops match: {report.matched:,} of {report.publications:,} publications matched "
           f"({report.pairs:,} pairs) against {report.subscriptions:,} subscriptions with "
           f"{args.strategy} in {report.num_partitions} partitions: {report.items:,} items, "
@@ -98,18 +91,25 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_REJECTED if rejected else EXIT_OK
 
 
-def _run_events(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+def _computed(args: argparse.Namespace, compute: Callable[[], Any]) -> tuple[Any, int]:
+    """``compute()``'s report, with unreadable input as a usage error and the rejected
+    features printed; the report and how many were rejected."""
     try:
-        report = events_files(args.subscriptions, args.publications, args.out,
-                              object_id_field=args.object_id_field or "object_id",
-                              ttl_ms=round((args.object_ttl or 600.0) * 1000), log=log)
+        report = compute()
     except GeoJSONError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     except OSError as exc:
         raise CommandError(f"{exc.filename}: {exc.strerror}", EXIT_USAGE) from None
     _print_rejected(args.subscriptions, report.rejected_subscriptions)
     _print_rejected(args.publications, report.rejected_publications)
-    rejected = len(report.rejected_subscriptions) + len(report.rejected_publications)
+    return report, len(report.rejected_subscriptions) + len(report.rejected_publications)
+
+
+def _run_events(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    report, rejected = _computed(args, lambda: events_files(
+        args.subscriptions, args.publications, args.out,
+        object_id_field=args.object_id_field or "object_id",
+        ttl_ms=round((args.object_ttl or 600.0) * 1000), log=log))
     print(f"geops match: {report.events:,} events ({report.expired:,} expiries) of "
           f"{report.positions:,} positions among {report.publications:,} publications against "
           f"{report.fences:,} detecting fences of {report.subscriptions:,} subscriptions in "
