@@ -52,14 +52,19 @@ def kafka_cfg(geops_env: dict[str, str]) -> Config:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with slow tests first, then those with integration tests, then the pure ones
-    (the order within each group and each file kept): with ``--dist loadfile
-    --no-loadscope-reorder`` (``scripts/test``) the test processes take the long files first
-    and the many short ones fill the end, so neither waits alone on a long file at the end."""
+    """Files in the order two test processes finish them soonest (``--dist loadfile
+    --no-loadscope-reorder`` in ``scripts/test``; the order within a file is kept): the longest
+    first (marked ``longest``: the short chaos run, minutes of nine processes), then the slow
+    files, the benchmarks' last so that they do not share the machine with the chaos run,
+    then those with integration tests, then the pure ones, which fill the end evenly."""
     rank: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
-        mark = (0 if item.get_closest_marker("slow")
-                else 1 if item.get_closest_marker("integration") else 2)
-        rank[path] = min(rank.get(path, 2), mark)
+        if item.get_closest_marker("longest"):
+            mark = 0
+        elif item.get_closest_marker("slow"):
+            mark = 2 if path.startswith("tests/bench/") else 1
+        else:
+            mark = 3 if item.get_closest_marker("integration") else 4
+        rank[path] = min(rank.get(path, 4), mark)
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])

@@ -81,6 +81,7 @@ def test_the_table_per_kind():
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.longest
 def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["bench", "chaos", "--duration", "3m", "--every", "30s", "--faults", "4",
