@@ -2,13 +2,14 @@
 
 A task per slice of the topic (``RECORDS_PER_TASK`` offsets at most) reads its records straight
 from Kafka, keeps the last record per subscription id in the slice, checks the geometries and
-returns two things: a **summary** the driver collects (per id: offset, whether the record is a
-live subscription, a tombstone or unusable, its envelope and relation; and the records to
+the distance fences (``geops.fences.fence_problems``: the same rules as ``geops subscribe``)
+and returns two things: a **summary** the driver collects (per id: offset, whether the record
+is a live subscription, a tombstone or unusable, its envelope and relation; and the records to
 dead-letter), and the slice's live subscriptions as a partition payload
 (``geops.strategies.payload``), which stays cached on the executors for the static build
 (``app.static_build``). The driver merges the summaries: across slices the record at the
 highest (topic partition, offset) of an id wins, exactly as compaction would leave the topic; a
-tombstone deletes, and so does an unusable geometry (it can no longer match).
+tombstone deletes, and so does an unusable geometry or fence (it can no longer match).
 
 So the subscriptions are decoded once, in parallel, and the driver holds ~42 bytes per
 subscription (``geops.model.Envelopes``): at a million subscriptions it read and decoded every
@@ -109,6 +110,12 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
     wkbs[good] = decoded.geometries
     relations = np.zeros(len(msgs), np.int8)
     relations[good] = decoded.relations
+    detect = np.zeros(len(msgs), np.uint8)
+    detect[good] = decoded.detect
+    distance = np.full(len(msgs), np.nan)
+    distance[good] = decoded.distance_m
+    has_distance = np.zeros(len(msgs), bool)
+    has_distance[good] = decoded.has_distance
     # per id its last record in the slice (messages come in offset order)
     rows = np.flatnonzero(usable)[::-1]
     ids, first = np.unique(sid[rows], return_index=True)
@@ -127,6 +134,18 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
                 geoms[i] = None
                 out.dead.append(_dead(msgs[last[i]], f"subscription {ids[i]}: {problem}",
                                       int(ids[i])))
+    fenced = np.flatnonzero((out.state == LIVE) & has_distance[last])
+    if len(fenced):
+        from geops.fences import fence_problems  # pyproj, loaded only for distance fences
+
+        rows = last[fenced]
+        problems = fence_problems(ids[fenced], geoms[fenced], detect[rows], distance[rows],
+                                  has_distance[rows])
+        for i, problem in zip(fenced.tolist(), problems, strict=True):
+            if problem:
+                out.state[i] = UNUSABLE
+                geoms[i] = None
+                out.dead.append(_dead(msgs[last[i]], problem, int(ids[i])))
     ok = out.state == LIVE
     bounds = np.full((len(ids), 4), np.nan)
     if ok.any():

@@ -1,17 +1,17 @@
 """`geops publish` and `geops subscribe`: GeoJSON features to Avro records on Kafka.
 
-Each valid feature becomes one record keyed by its id (decimal UTF-8). Invalid features are
-reported on stderr by index with the reason and not produced; the exit code is 3 when any were
-rejected, so scripts can tell. An Avro container file of the schema's records (as ``geops
-generate`` writes) is read instead when the file is one, by its first bytes.
+Each valid feature becomes one record keyed by its id (decimal UTF-8), or a moving object's
+position by its object id (``kafkaio.sender.record_key``). Invalid features are reported on
+stderr by index with the reason and not produced; the exit code is 3 when any were rejected,
+so scripts can tell. An Avro container file of the schema's records (as ``geops generate``
+writes) is read instead when the file is one, by its first bytes.
 
 A publication with an object id (``--object-id-field``) is a position of a moving object and
-carries it in ``Publication.object_id``; it stays keyed by its publication id, not by the
-object: ``bench.chaos`` reads the publications topic's keys as publication ids (the producer
-resumes from them after a restart, the verdict counts missing and duplicate publications by
-them). A subscription's ``detect`` kinds and ``distance_m`` (properties, or ``--detect`` /
-``--distance-m`` for the features without them) go into its record; a distance fence that
-cannot be made (``geops.fences``) is rejected like an invalid feature.
+carries it in ``Publication.object_id``; it is keyed by the object id, so that one object's
+positions stay in one topic partition, in the order they were published. A subscription's
+``detect`` kinds and ``distance_m`` (properties, or ``--detect`` / ``--distance-m`` for the
+features without them) go into its record; a distance that makes no fence
+(``geops.fences.fence_problems``) is rejected like an invalid feature.
 
 Subscriptions are read, checked and encoded in bulk (``geops.geojson_geoms``,
 ``schemas.bulk_encoder``): a million load in well under a minute (``geops bench load``).
@@ -32,7 +32,7 @@ from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
 from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
 from geops.errors import GeoJSONError
-from geops.fences import fence_geometries
+from geops.fences import fence_problems
 from geops.geojson import Rejected, read_fence_subscriptions, read_ids, read_positions
 from geops.model import DetectKind, Subscriptions
 from kafkaio.sender import Sender, produce_encoded, produce_records
@@ -251,16 +251,15 @@ def _subscribe(args: argparse.Namespace) -> int:
 def refuse_bad_fences(subs: Subscriptions, detect: np.ndarray, distance: np.ndarray,
                       rows: list[int], what: str = "feature"
                       ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[Rejected]]:
-    """Leave out the subscriptions whose distance fence cannot be made (near a pole, across
-    the antimeridian, too large: ``geops.fences``), each rejected by its feature index (``rows``)
-    with the reason naming it; the rest unchanged."""
-    fenced = np.flatnonzero((detect != 0) & ~np.isnan(distance))
-    if not len(fenced):
+    """Leave out the subscriptions whose distance makes no fence (without detect kinds, near a
+    pole, across the antimeridian, too large: ``geops.fences.fence_problems``), each rejected
+    by its feature index (``rows``) with the reason naming it; the rest unchanged."""
+    if np.isnan(distance).all():
         return subs, detect, distance, []
-    _, problems = fence_geometries(subs.ids[fenced], subs.geoms[fenced], distance[fenced])
-    bad = [int(fenced[k]) for k, problem in enumerate(problems) if problem]
+    problems = fence_problems(subs.ids, subs.geoms, detect, distance)
+    bad = [i for i, problem in enumerate(problems) if problem]
     if not bad:
         return subs, detect, distance, []
-    refused = [Rejected(rows[i], problems[int(np.searchsorted(fenced, i))], what) for i in bad]
+    refused = [Rejected(rows[i], problems[i], what) for i in bad]
     keep = np.setdiff1d(np.arange(len(subs)), bad)
     return subs.take(keep), detect[keep], distance[keep], refused

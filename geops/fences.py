@@ -103,6 +103,36 @@ def fence_geometries(ids: np.ndarray, geometries: np.ndarray, distances_m: np.nd
     return out, problems
 
 
+def fence_problems(ids: np.ndarray, geometries: np.ndarray, detect: np.ndarray,
+                   distances_m: np.ndarray, has_distance: np.ndarray | None = None
+                   ) -> list[str | None]:
+    """Why each subscription's detect kinds and distance make no fence, or None where they
+    do (or where there is no distance): a distance given as NaN or not above zero, a distance
+    without detect kinds (plain matching uses the geometry itself), or a fence
+    ``fence_geometries`` refuses. ``has_distance`` tells a null distance from a NaN one (a
+    record may carry either); without it NaN means none. Each problem names the subscription.
+    """
+    ids = np.asarray(ids, np.int64)
+    detect = np.asarray(detect)
+    distances = np.asarray(distances_m, float)
+    given = ~np.isnan(distances) if has_distance is None else np.asarray(has_distance, bool)
+    problems: list[str | None] = [None] * len(ids)
+    for i in np.flatnonzero(given & np.isnan(distances)).tolist():
+        problems[i] = distance_problem(int(ids[i]), math.nan)
+    numbers = given & ~np.isnan(distances)
+    for i in np.flatnonzero(numbers & (detect == 0)).tolist():
+        problems[i] = (f"subscription {ids[i]}: distance_m ({distances[i]:g}) needs detect "
+                       f"kinds: a distance makes a fence for geofence events, plain matching "
+                       f"uses the geometry itself")
+    fenced = np.flatnonzero(numbers & (detect != 0))
+    if len(fenced):
+        _, found = fence_geometries(ids[fenced], np.asarray(geometries, object)[fenced],
+                                    distances[fenced])
+        for i, problem in zip(fenced.tolist(), found, strict=True):
+            problems[i] = problem
+    return problems
+
+
 def _pole_problems(ids: np.ndarray, lon: np.ndarray, lat: np.ndarray, reach: np.ndarray,
                    rows: np.ndarray, problems: list[str | None]) -> None:
     """Refuse the fences ``rows`` centred at (lon, lat) that reach ``reach`` metres: a pole

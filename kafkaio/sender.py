@@ -152,11 +152,19 @@ def produce_encoded(client_conf: Mapping[str, str], topic: str, keys: Sequence[b
     sender.flush()
 
 
+def record_key(record: Mapping[str, Any]) -> bytes:
+    """The Kafka key of a record: a position of a moving object (a publication with an
+    ``object_id``) is keyed by its object, so that all of one object's positions go to one
+    topic partition and keep their order; any other record by its ``id`` (decimal UTF-8)."""
+    obj = record.get("object_id")
+    return (str(record["id"]) if obj is None else obj).encode()
+
+
 def produce_records(client_conf: Mapping[str, str], topic: str, name: str,
                     records: Iterable[dict[str, Any]], rate: float | None = None,
                     progress: Callable[[int], None] | None = None,
                     outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> None:
-    """Produce records of schema ``name`` keyed by their ``id``; raises if any is lost.
+    """Produce records of schema ``name`` keyed by ``record_key``; raises if any is lost.
 
     A publication whose event time is ``MISSING_TIME`` gets the time it is sent;
     ``progress(n)`` hears how many were queued so far.
@@ -169,7 +177,7 @@ def produce_records(client_conf: Mapping[str, str], topic: str, name: str,
     for n, record in enumerate(records, 1):
         if record.get("event_time") == MISSING_TIME:
             record["event_time"] = int(time.time() * 1000)
-        sender.send(topic, c.encode(name, record), key=str(record["id"]).encode())
+        sender.send(topic, c.encode(name, record), key=record_key(record))
         if progress is not None:
             progress(n)
     sender.flush()

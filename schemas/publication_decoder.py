@@ -250,6 +250,9 @@ def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
                         zip(wkb_start[fast].tolist(), wkb_end[fast].tolist(), strict=True)]
     object_ids = np.full(n, None, dtype=object)
     if object_len is not None:
+        # a loop, measured: ~0.19 us per id (3.7 ms per 20,000 records), 0.1-0.2 % of the
+        # CPU the app spends per record (~100-270 us); gathering the ids into one fixed-width
+        # array and converting it at once was slower (numpy's bytes-to-str step alone ~0.11 us)
         strings = np.flatnonzero(ok & (object_len >= 0))
         for i, a, m in zip(strings.tolist(), object_at[strings].tolist(),
                            object_len[strings].tolist(), strict=True):

@@ -3,8 +3,8 @@ as of the offsets it recorded (a versioned oracle), for every strategy and join.
 
 A producer thread interleaves publications with subscription changes once the query runs: new
 subscriptions (some DISJOINT, one far outside the partitioner's extent), updates of existing
-ids to a new geometry and relation, tombstones, re-adds of removed ids, and one invalid record
-(dead-lettered). The expected matches of every publication are the oracle's over the set as of
+ids to a new geometry and relation, tombstones, re-adds of removed ids, one invalid record
+and one update whose distance makes no fence (both dead-lettered; the update deletes). The expected matches of every publication are the oracle's over the set as of
 its batch's ``subscription_offsets``, replayed from the subscriptions topic itself.
 
 Half the partitions are replicated on both workers from the start: a replicated
@@ -103,6 +103,12 @@ def produce_live(cfg, pubs, subs: Subscriptions, seed: int) -> threading.Thread:
                 sender.send(cfg.topic("subscriptions"), None, key=str(sid).encode())
             if r == 2:
                 sender.send(cfg.topic("subscriptions"), b"\x00not a subscription", key=b"77")
+                # a newer version of a live subscription whose distance makes no fence (no
+                # detect kinds): dead-lettered, and the subscription no longer matches
+                bad = {**next(subscription_records(ups.take(np.array([5])))),
+                       "distance_m": 100.0}
+                sender.send(cfg.topic("subscriptions"), c.encode("Subscription", bad),
+                            key=str(bad["id"]).encode())
             sender.flush()
         for rec in pub_records[ROUNDS * PER_ROUND:]:
             sender.send(cfg.topic("publications"), c.encode("Publication", rec),
@@ -127,6 +133,9 @@ def subscription_set(records: list, ends: dict[str, int]) -> Subscriptions:
         try:
             rec = c.decode_as("Subscription", msg.value())
         except DecodeError:  # the invalid record, dead-lettered by the app
+            continue
+        if rec["distance_m"] is not None and not rec["detect"]:  # no fence: unusable
+            latest[rec["id"]] = None
             continue
         latest[rec["id"]] = (shapely.from_wkb(rec["geometry"]), int(Relation[rec["relation"]]))
     live = sorted((k, v) for k, v in latest.items() if v is not None)
@@ -196,7 +205,8 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg, caplog
     assert all(len(v) == 1 for v in got.values())
     assert {k: v[0] for k, v in got.items()} == expected
     dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
-    assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")]
+    assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")] * 2
+    assert "distance_m (100) needs detect kinds" in dead[1]["reason"], dead
     print(f"\n{strategy} {join}: {len(summaries)} batches over {len(versions)} subscription "
           f"versions, {folds} folds; {len(expected)} publications matched")
 

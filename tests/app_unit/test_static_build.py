@@ -143,3 +143,37 @@ def test_the_newest_record_wins_across_topic_partitions_and_slices():
 def test_an_empty_topic_is_an_empty_set():
     found = merge_summaries([scan_records(0, 0, [])[0]])
     assert len(found.envelopes) == 0 and found.records == 0 and not found.dead
+
+
+def test_a_fence_that_cannot_be_made_is_dead_lettered_by_name():
+    """The scan refuses what ``geops subscribe`` refuses, for records written by anyone: a
+    distance without detect kinds, a NaN or negative distance, a fence across a pole; the
+    subscription is then unusable (an older version of it no longer matches) and its record
+    goes to the dead letters with the reason naming the subscription and the field."""
+    c = codec()
+
+    def rec(offset, sid, geom, detect=(), distance=None):
+        return Msg(offset, str(sid).encode(), c.encode("Subscription", {
+            "id": sid, "geometry": shapely.to_wkb(geom), "relation": "INTERSECTS",
+            "detect": list(detect), "distance_m": distance}))
+
+    depot = shapely.Point(4.9, 52.4)
+    msgs = [rec(0, 1, depot, ["ENTER"], 250.0),             # a circle: fine
+            rec(1, 2, depot, [], 250.0),                    # a distance, nothing to detect
+            rec(2, 3, depot, ["EXIT"], float("nan")),
+            rec(3, 4, depot, ["INSIDE"], -5.0),
+            rec(4, 5, shapely.Point(0, 89.99), ["ENTER"], 5_000.0),   # around the pole
+            rec(5, 6, depot, ["ENTER", "EXIT"]),            # no distance: the geometry itself
+            rec(6, 7, depot), rec(7, 7, depot, [], 10.0)]   # the newest version is refused
+    summary, live = scan_records(0, 0, msgs)
+    assert live.ids.tolist() == [1, 6]
+    reasons = {d.offset: d.reason for d in summary.dead}
+    assert sorted(reasons) == [1, 2, 3, 4, 7]
+    assert all(r.startswith(f"subscription {sid}: ") for sid, r in
+               zip([2, 3, 4, 5, 7], [reasons[o] for o in (1, 2, 3, 4, 7)], strict=True))
+    assert "needs detect kinds" in reasons[1] and "distance_m" in reasons[1]
+    assert "distance_m must be a finite number" in reasons[2] and "nan" in reasons[2]
+    assert "-5.0" in reasons[3]
+    assert "pole" in reasons[4]
+    found = merge_summaries([summary])
+    assert found.envelopes.ids.tolist() == [1, 6]

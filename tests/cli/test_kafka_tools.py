@@ -8,6 +8,7 @@ import pytest
 import shapely
 
 from cli.main import main
+from kafkaio.offsets import read_to_end
 from kafkaio.sender import Sender
 from kafkaio.topics import topic_config
 from schemas import codec
@@ -71,6 +72,32 @@ def test_publish_700_then_tail_jsonl_gives_exactly_them(kafka_cfg, capsys, tmp_p
         want = shapely.from_geojson(json.dumps(f["geometry"]))
         assert shapely.equals_exact(got[f["properties"]["id"]], want, tolerance=0)
     assert all(rec["_schema"] == "Publication" for rec in lines)
+
+
+def test_publish_keys_an_objects_positions_by_object_so_they_keep_their_order(kafka_cfg,
+                                                                               capsys, tmp_path):
+    """Positions of eight objects, interleaved, on the four partitions of the publications
+    topic: each object's are keyed by its id, all in one partition, in the order of the file;
+    a publication without an object is keyed by its own id."""
+    objects = [f"car-{k}" for k in range(8)]
+    feats = [feature(i, {"type": "Point", "coordinates": [i * 0.01, 50.0]}, event_time=i,
+                     object_id=objects[i % 8]) for i in range(80)]
+    feats.append(feature(80, {"type": "Point", "coordinates": [0.0, 50.0]}, event_time=80))
+    assert run(capsys, "topics", "create")[0] == 0
+    code, _, err = run(capsys, "publish", "--file", write(tmp_path / "p.geojson", feats))
+    assert code == 0, err
+    c = codec()
+    where: dict[bytes, set[int]] = {}
+    order: dict[bytes, list[int]] = {}
+    for msg in read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("publications")):
+        rec = c.decode_as("Publication", msg.value())
+        assert msg.key() == (rec["object_id"] or str(rec["id"])).encode()
+        where.setdefault(msg.key(), set()).add(msg.partition())
+        order.setdefault(msg.key(), []).append(rec["id"])
+    assert all(len(parts) == 1 for parts in where.values()), where
+    assert len(set().union(*where.values())) > 1, "every object landed in one partition"
+    assert order == {**{o.encode(): list(range(k, 80, 8)) for k, o in enumerate(objects)},
+                     b"80": [80]}
 
 
 def test_rejected_features_are_reported_and_not_produced(kafka_cfg, capsys, tmp_path):

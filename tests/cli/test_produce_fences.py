@@ -1,6 +1,6 @@
 """`geops subscribe` / `geops publish` put detect kinds, distances and object ids into the
 version 2 records (the Kafka producing itself replaced: no broker), refuse bad ones by
-feature, and keep publications keyed by their publication id."""
+feature, and key a moving object's positions by the object id."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import shapely
 import cli.produce
 from cli.main import main
 from cli.render import to_text
+from kafkaio.sender import record_key
 from schemas import codec
 
 
@@ -27,7 +28,7 @@ def produced(monkeypatch, tmp_path):
         sent.extend((topic, k, codec().decode(v)[1]) for k, v in zip(keys, values, strict=True))
 
     def records(_conf, topic, name, recs, *_args, **_kw):
-        sent.extend((topic, str(r["id"]).encode(), codec().decode(codec().encode(name, r))[1])
+        sent.extend((topic, record_key(r), codec().decode(codec().encode(name, r))[1])
                     for r in recs)
 
     monkeypatch.setattr(cli.produce, "produce_encoded", encoded)
@@ -83,8 +84,7 @@ def test_subscribe_refuses_bad_flags(produced, tmp_path, capsys, flag, value):
     assert flag in err and value in err and not produced
 
 
-def test_publish_writes_object_ids_and_keeps_the_publication_id_as_key(produced, tmp_path,
-                                                                        capsys):
+def test_publish_writes_object_ids_and_keys_positions_by_object(produced, tmp_path, capsys):
     path = _file(tmp_path / "p.geojson", [
         ({"id": 10, "event_time": 5, "object_id": "car-1"}, POINT),
         ({"id": 11, "event_time": 6}, POINT),
@@ -93,12 +93,13 @@ def test_publish_writes_object_ids_and_keeps_the_publication_id_as_key(produced,
         ({"id": 14, "vehicle": "v"}, POINT)])
     assert main(["publish", "--file", path]) == 3
     assert [(k, r["object_id"]) for _, k, r in produced] == [
-        (b"10", "car-1"), (b"11", None), (b"12", "17"), (b"14", None)]
+        (b"car-1", "car-1"), (b"11", None), (b"17", "17"), (b"14", None)]
     assert "rejected feature 3: properties.object_id must be a non-empty string or an integer" \
         in capsys.readouterr().err
     produced.clear()
     assert main(["publish", "--file", path, "--object-id-field", "vehicle"]) == 0
-    assert [r["object_id"] for _, _, r in produced] == [None, None, None, None, "v"]
+    assert [(k, r["object_id"]) for _, k, r in produced] == [
+        (b"10", None), (b"11", None), (b"12", None), (b"13", None), (b"v", "v")]
 
 
 def test_tail_shows_the_new_fields():
