@@ -51,8 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pub = sub.add_parser(
         "publish", help="produce publications from a GeoJSON file",
         description="Produce each feature of a GeoJSON FeatureCollection as an Avro "
-                    "Publication keyed by properties.id. properties.event_time (epoch ms) is "
-                    "used when present, otherwise the time of sending.")
+                    "Publication keyed by properties.id, or by its object id when it is a "
+                    "moving object's position (so that object's positions stay in order). "
+                    "properties.event_time (epoch ms) is used when present, otherwise the time "
+                    "of sending.")
     pub.add_argument("--file", required=True, metavar="F", help=INPUT_HELP)
     pub.add_argument("--topic", metavar="T", help="topic (default: the publications topic)")
     pub.add_argument("--rate", type=_rate, metavar="N", help="at most N records per second")

@@ -3,9 +3,10 @@ as of the offsets it recorded (a versioned oracle), for every strategy and join.
 
 A producer thread interleaves publications with subscription changes once the query runs: new
 subscriptions (some DISJOINT, one far outside the partitioner's extent), updates of existing
-ids to a new geometry and relation, tombstones, re-adds of removed ids, one invalid record
-and one update whose distance makes no fence (both dead-lettered; the update deletes). The expected matches of every publication are the oracle's over the set as of
-its batch's ``subscription_offsets``, replayed from the subscriptions topic itself.
+ids to a new geometry and relation, tombstones, re-adds of removed ids, one invalid record and
+one update whose distance makes no fence (both dead-lettered; the update deletes). The
+expected matches of every publication are the oracle's over the set as of its batch's
+``subscription_offsets``, replayed from the subscriptions topic itself.
 
 Half the partitions are replicated on both workers from the start: a replicated
 partition's items are split between its owners, so a change that reached only one copy would
