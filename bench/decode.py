@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
 from geops.workload import generate_workload
 from schemas import codec
 from schemas.publication_decoder import decode_publications

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.harness.tables import markdown, number
 from bench.live import calc
 from bench.live.deployment import AppOptions
 from bench.live.publisher import Log, now_ms
 from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
-from bench.tables import markdown, number
 from geops.workload import generate_workload
 
 MODES = ("at-least-once", "exactly-once")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
 from geops.model import Relation, Subscriptions
 from geops.relations import Shapes, evaluate
 from geops.strategies import STRATEGIES, BatchMatches, LocalRunner, PartialMatches, build_strategy

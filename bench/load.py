@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 import shapely
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
 from geops.avro_input import read_subscriptions_avro
 from geops.geojson import read_subscriptions, write_subscriptions
 from geops.geojson_geoms import geometries

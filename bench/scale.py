@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import GEOPS, REPO, Processes
 from bench.live.deployment import session_env, unique_prefix
 from bench.live.publisher import now_ms
-from bench.processes import GEOPS, REPO, Processes
 from bench.scale_calc import (
     append_rows,
     batch_rows,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.harness.tables import markdown
 from bench.scale_calc import batch_size, phases, read_rows, relative_to_reference, to_float
-from bench.tables import markdown
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),

@@ -127,7 +127,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _churn(args: argparse.Namespace) -> int:
-    from bench.errors import BenchFailed
+    from bench.harness.errors import BenchFailed
     from bench.live.churn_run import main
 
     return live.run_bench("churn", main, build_spec(args), (BenchFailed,))

@@ -58,7 +58,7 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 def _delivery(args: argparse.Namespace) -> int:
     from bench.delivery import DeliverySpec, main
-    from bench.errors import BenchFailed
+    from bench.harness.errors import BenchFailed
     from bench.live.deployment import AppOptions
 
     if args.write_only and args.write_batches <= 0:

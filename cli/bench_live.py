@@ -258,7 +258,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _live(args: argparse.Namespace) -> int:
-    from bench.errors import BenchFailed
+    from bench.harness.errors import BenchFailed
     from bench.live.run import main
 
     return run_bench("live", main, build_spec(args), (BenchFailed,))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyspark
 
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import Proc, Processes
 from bench.live.calc import descendants
 from bench.live.monitor import process_parents
-from bench.processes import Proc, Processes
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
 EXECUTOR_CLASS = b"CoarseGrainedExecutorBackend"

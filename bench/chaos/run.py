@@ -24,12 +24,12 @@ import config
 from bench.chaos.cluster import SparkCluster
 from bench.chaos.faults import KINDS, Fault, inject, schedule
 from bench.chaos.stack import Stack
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import Processes
+from bench.harness.reap import with_environ
 from bench.live.deployment import session_env
 from bench.live.monitor import Monitor
 from bench.live.publisher import Log
-from bench.processes import Processes
-from bench.reap import with_environ
 from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker

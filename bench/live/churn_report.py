@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.tables import markdown, number
 from bench.live import calc, churn_calc
 from bench.live.live_report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
-from bench.tables import markdown, number
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",

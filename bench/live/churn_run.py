@@ -23,12 +23,12 @@ import numpy as np
 import shapely
 
 import config
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.tables import number
 from bench.live import calc, churn_calc
 from bench.live.deployment import AppOptions, Session
 from bench.live.publisher import Log, Paced, PacedProducer, paced
 from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
-from bench.tables import number
 from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload
 from schemas import codec

@@ -1,5 +1,5 @@
 """One app of `geops bench live` on topics of its own: its options and environment, the
-subscriptions loaded, the app (and the distributor) started through ``bench.processes``, the
+subscriptions loaded, the app (and the distributor) started through ``bench.harness.processes``, the
 monitor following them."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 import config
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import GEOPS, Proc, Processes
 from bench.live import calc
 from bench.live.monitor import Monitor, Sample, cpu_seconds, process_parents
 from bench.live.publisher import Log, Publisher, now_ms
-from bench.processes import GEOPS, Proc, Processes
 from config import TOPICS
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records

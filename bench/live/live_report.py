@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.tables import csv_value, markdown, number, percent, ratio
 from bench.live import calc
-from bench.tables import csv_value, markdown, number, percent, ratio
 from schemas.assignment import initial_assignment
 
 Log = Any

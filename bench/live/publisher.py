@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
 from bench.live import calc
 from kafkaio.clients import producer
 from schemas import codec

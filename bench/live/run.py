@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.errors import BenchFailed
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import Processes
+from bench.harness.tables import number
 from bench.live import calc, live_report
 from bench.live.deployment import AppOptions, Session
 from bench.live.publisher import Log, Offer, Publisher
-from bench.processes import Processes
-from bench.tables import number
 from geops.model import Relation
 from geops.workload import SkewSpec, Workload, generate_workload
 from geops.workload.generate import DEFAULT_POINT_SHARE

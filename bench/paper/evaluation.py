@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.errors import PlanConflict
+from bench.harness.errors import PlanConflict
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
 from bench.paper.runner import DistributorSettings, run

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.harness.tables import cell, of_values
 from bench.paper import simulate
 from bench.paper.breakdown import gain_breakdown
 from bench.paper.plan import BALANCED, FIRST_PERIODS
@@ -42,7 +43,6 @@ from bench.paper.verdicts import (
     streaming,
     targets,
 )
-from bench.tables import cell, of_values
 
 FIGURES = (
     ("fig4_throughput", "Fig. 4: throughput vs skew coefficient, per pipeline and mode"),

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from bench.tables import markdown
+from bench.harness.tables import markdown
 from geops.model import Publications, Subscriptions
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.tree import SpatialPartitioner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import decode
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
 from cli.main import main
 
 
