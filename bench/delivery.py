@@ -23,8 +23,6 @@ row per run), ``latency_percentiles.csv`` (each run's latency distribution, 1 to
 
 from __future__ import annotations
 
-import csv
-import gzip
 import os
 import statistics
 import time
@@ -33,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.harness.csv_tables import write_csv
 from bench.harness.tables import markdown, number
 from bench.live import calc
 from bench.live.deployment import AppOptions
@@ -172,36 +171,24 @@ def write(spec: DeliverySpec, runs: list[Run], writes: list[dict], log: Log) -> 
             "```", " ".join(spec.command) or "(not recorded)", "```", "",
             *write_table(writes), ""]))
     if writes:
-        with open(out / "write_path.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(writes[0]))
-            w.writeheader()
-            w.writerows(writes)
+        write_csv(out / "write_path.csv", writes)
     if not runs:
         log(f"wrote {out}/README.md and write_path.csv")
         return
     rows = [r.row() for r in runs]
-    with open(out / "runs.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with open(out / "latency_percentiles.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["repeat", "mode", "percentile", "latency_ms", "visible_latency_ms"])
-        for r in runs:
-            if not len(r.latency_ts):
-                continue
-            a = np.percentile(r.latency_ts, PERCENTILES)
-            b = np.percentile(r.latency_visible, PERCENTILES)
-            for q, x, y in zip(PERCENTILES, a.tolist(), b.tolist(), strict=True):
-                w.writerow([r.repeat, r.mode, q, round(x), round(y)])
-    with gzip.open(out / "batches_raw.csv.gz", "wt", newline="") as fh:
-        w = csv.writer(fh)
-        cols = ["batch_id", "records", "start_time", "end_time", "seen_ms", "duration_ms",
-                "job_ms", "write_ms"]
-        w.writerow(["repeat", "mode", *cols])
-        for r in runs:
-            for b in r.batches:
-                w.writerow([r.repeat, r.mode, *(b.get(c) for c in cols)])
+    write_csv(out / "runs.csv", rows)
+    write_csv(out / "latency_percentiles.csv", [
+        {"repeat": r.repeat, "mode": r.mode, "percentile": q, "latency_ms": round(x),
+         "visible_latency_ms": round(y)}
+        for r in runs if len(r.latency_ts)
+        for q, x, y in zip(PERCENTILES, np.percentile(r.latency_ts, PERCENTILES).tolist(),
+                           np.percentile(r.latency_visible, PERCENTILES).tolist(), strict=True)],
+        ["repeat", "mode", "percentile", "latency_ms", "visible_latency_ms"])
+    cols = ["batch_id", "records", "start_time", "end_time", "seen_ms", "duration_ms", "job_ms",
+            "write_ms"]
+    write_csv(out / "batches_raw.csv.gz",
+              [{"repeat": r.repeat, "mode": r.mode, **{c: b.get(c) for c in cols}}
+               for r in runs for b in r.batches], ["repeat", "mode", *cols])
     lines = ["# geops bench delivery: exactly-once against at-least-once", "",
              f"Machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
              "```", " ".join(spec.command) or "(not recorded)", "```", "",

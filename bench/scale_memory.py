@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import append_csv
 from bench.live import calc
 from bench.live.publisher import now_ms
-from bench.scale_calc import append_rows
 
 _KB = re.compile(r"^(VmRSS|VmHWM):\s+(\d+)\s+kB", re.M)
 
@@ -78,7 +78,7 @@ class UptimeLog(threading.Thread):
                    "load1": load[0] if load else None, "load5": load[1] if len(load) > 1 else None,
                    "load15": load[2] if len(load) > 2 else None, "uptime": line}
             self.rows.append(row)
-            append_rows(self.path, [row])
+            append_csv(self.path, [row])
             self.stopping.wait(self.every)
 
     def mean_load(self, t0: float, t1: float) -> float | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import read_rows
 from bench.harness.tables import markdown
-from bench.scale_calc import batch_size, phases, read_rows, relative_to_reference, to_float
+from bench.scale_calc import batch_size, phases, relative_to_reference, to_float
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),

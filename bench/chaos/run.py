@@ -6,8 +6,6 @@ last epoch is the app's, nothing is left running. Writes ``faults.csv``, ``lag.c
 
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import os
 import pickle
@@ -24,6 +22,7 @@ import config
 from bench.chaos.cluster import SparkCluster
 from bench.chaos.faults import KINDS, Fault, inject, schedule
 from bench.chaos.stack import Stack
+from bench.harness.csv_tables import read_rows, write_csv
 from bench.harness.errors import BenchFailed
 from bench.harness.processes import Processes
 from bench.harness.reap import with_environ
@@ -269,11 +268,10 @@ def rerender(out: Path) -> dict:
     """Recompute the recoveries and the table from a run's ``faults.csv``, ``lag.csv.gz`` and
     ``summary.json`` and write ``faults.csv``, ``summary.json`` and ``README.md`` again."""
     summary = json.loads((out / "summary.json").read_text())
-    with open(out / "faults.csv", newline="") as fh:
-        faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
-                        int(r["reread"])) for r in csv.DictReader(fh)]
-    with gzip.open(out / "lag.csv.gz", "rt", newline="") as fh:
-        samples = [(int(t), int(lag) if lag else None) for t, lag in list(csv.reader(fh))[1:]]
+    faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
+                    int(r["reread"])) for r in read_rows(out / "faults.csv")]
+    samples = [(int(r["time_ms"]), int(r["lag"]) if r["lag"] else None)
+               for r in read_rows(out / "lag.csv.gz")]
     recoveries(faults, samples, summary["options"]["rate"])
     _write_faults(out, faults)
     summary["per_kind"] = per_kind(faults)
@@ -283,19 +281,14 @@ def rerender(out: Path) -> dict:
 
 
 def _write_faults(out: Path, faults: list[Fault]) -> None:
-    with open(out / "faults.csv", "w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=list(asdict(Fault("", 0))))
-        wr.writeheader()
-        wr.writerows(asdict(f) for f in faults)
+    write_csv(out / "faults.csv", [asdict(f) for f in faults], list(asdict(Fault("", 0))))
 
 
 def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
            samples: list[tuple[int, int | None]], v: Verdict, command: list[str]) -> None:
     _write_faults(out, faults)
-    with gzip.open(out / "lag.csv.gz", "wt", newline="") as fh:
-        wr2 = csv.writer(fh)
-        wr2.writerow(["time_ms", "lag"])
-        wr2.writerows(samples)
+    write_csv(out / "lag.csv.gz", [{"time_ms": t, "lag": lag} for t, lag in samples],
+              ["time_ms", "lag"])
     rows = per_kind(faults)
     summary = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},

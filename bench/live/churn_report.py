@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import lzma
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.harness.csv_tables import write_csv, write_rounded
 from bench.harness.tables import markdown, number
 from bench.live import calc, churn_calc
-from bench.live.live_report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
+from bench.live.live_report import _command, _machine, _plt, batch_rows, timeline_rows
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -45,23 +44,26 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
     return out
 
 
+EFFECT_COLUMNS = ["strategy", "join", "round", "change_rate", "partition", "offset",
+                  "written_ms", "effect_ms", "time_to_effect_ms", "batches"]
+
+
 def write_effects(path: Path, levels: Sequence[Any]) -> None:
     """Every change: when it was written, its offset, when it took effect, batches waited."""
-    with lzma.open(path, "wt", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["strategy", "join", "round", "change_rate", "partition", "offset",
-                    "written_ms", "effect_ms", "time_to_effect_ms", "batches"])
-        for lv in levels:
-            c, e = lv.changes, lv.effect
-            if c is None or e is None:
-                continue
-            for p, o, t, eff, b in zip(c.partitions.tolist(), c.offsets.tolist(),
-                                       c.written_ms.tolist(), e.effect_ms.tolist(),
-                                       e.batches.tolist(), strict=True):
-                done = not np.isnan(eff)
-                w.writerow([lv.strategy, lv.join, lv.round, lv.change_rate, p, o, t,
-                            int(eff) if done else "", int(eff - t) if done else "",
-                            int(b) if done else ""])
+    rows = []
+    for lv in levels:
+        c, e = lv.changes, lv.effect
+        if c is None or e is None:
+            continue
+        for p, o, t, eff, b in zip(c.partitions.tolist(), c.offsets.tolist(),
+                                   c.written_ms.tolist(), e.effect_ms.tolist(),
+                                   e.batches.tolist(), strict=True):
+            done = not np.isnan(eff)
+            rows.append(dict(zip(EFFECT_COLUMNS, [
+                lv.strategy, lv.join, lv.round, lv.change_rate, p, o, t,
+                int(eff) if done else "", int(eff - t) if done else "", int(b) if done else ""],
+                strict=True)))
+    write_csv(path, rows, EFFECT_COLUMNS)
 
 
 def _x(rate: float) -> float:
@@ -230,10 +232,10 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     trig = spec.trigger_ms
     cells = cell_rows(levels, trig)
-    _write_csv(out / "churn.csv", cells)
-    _write_csv(out / "levels.csv", [lv.row(trig) for lv in levels])
-    _write_csv(out / "batches.csv", [r for lv in levels for r in batch_rows(lv.phase)])
-    _write_csv(out / "timeline.csv", [r for lv in levels for r in timeline_rows(lv.phase)])
+    write_rounded(out / "churn.csv", cells)
+    write_rounded(out / "levels.csv", [lv.row(trig) for lv in levels])
+    write_rounded(out / "batches.csv", [r for lv in levels for r in batch_rows(lv.phase)])
+    write_rounded(out / "timeline.csv", [r for lv in levels for r in timeline_rows(lv.phase)])
     write_effects(out / "effects_raw.csv.xz", levels)
     plot(out / "churn.png", cells, trig)
     plot_effect_cdf(out / "effect_cdf.png", levels, trig)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import gzip
-import lzma
 import platform
 import shlex
 import time
@@ -14,25 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness.tables import csv_value, markdown, number, percent, ratio
+from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.tables import markdown, number, percent, ratio
 from bench.live import calc
 from schemas.assignment import initial_assignment
 
 Log = Any
-
-
-def _write_csv(path: Path, rows: Sequence[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields: list[str] = []
-    for r in rows:
-        for k in r:
-            if k not in fields:
-                fields.append(k)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields or ["empty"])
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: csv_value(v) for k, v in r.items()})
 
 
 def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
@@ -78,16 +63,13 @@ def batch_rows(p: Any) -> list[dict]:
 
 
 def write_raw(path: Path, phases: Sequence[Any]) -> None:
-    """Every matched publication's latency, xz-compressed: a minute at full rate stays well
-    under the 2 MB a file of the tree may hold."""
-    with lzma.open(path, "wt", newline="", preset=9) as fh:
-        w = csv.writer(fh)
-        w.writerow(["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms",
-                    "latency_ms"])
-        for p in phases:
-            for i, e, t in zip(p.ids.tolist(), p.event_ms.tolist(), p.match_ms.tolist(),
-                               strict=True):
-                w.writerow([p.label, i, e, t, t - e])
+    """Every matched publication's latency (``path`` ends in ``.xz``: a minute at full rate
+    stays well under the 2 MB a file of the tree may hold)."""
+    write_csv(path, [{"phase": p.label, "publication_id": i, "event_time_ms": e,
+                      "match_kafka_ts_ms": t, "latency_ms": t - e}
+                     for p in phases for i, e, t in zip(p.ids.tolist(), p.event_ms.tolist(),
+                                                        p.match_ms.tolist(), strict=True)],
+              ["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms", "latency_ms"])
 
 
 def _plt():
@@ -281,10 +263,10 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     phases = result["phases"]
     sums = [p.summary() for p in phases]
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "latency.csv", sums)
-    _write_csv(out / "timeline.csv", [r for p in phases for r in timeline_rows(p)])
-    _write_csv(out / "batches.csv", [r for p in phases for r in batch_rows(p)])
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "latency.csv", sums)
+    write_rounded(out / "timeline.csv", [r for p in phases for r in timeline_rows(p)])
+    write_rounded(out / "batches.csv", [r for p in phases for r in batch_rows(p)])
     write_raw(out / "latency_raw.csv.xz", phases)
     plot_latency_vs_load(out / "latency_vs_load.png", phases, result["max_rate"])
     plot_timelines(out / "timeline.png", phases)
@@ -313,11 +295,11 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     bounds = calc.rebalance_windows(p.offer.t0_ms, p.offer.t1_ms, p.marks.get("command"),
                                     p.marks.get("moved"))
     wins = calc.windows(p.event_ms, p.latency, bounds)
-    _write_csv(out / "rebalance.csv", wins)
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "timeline.csv", timeline_rows(p))
-    _write_csv(out / "batches.csv", batch_rows(p))
-    _write_csv(out / "moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
+    write_rounded(out / "rebalance.csv", wins)
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "timeline.csv", timeline_rows(p))
+    write_rounded(out / "batches.csv", batch_rows(p))
+    write_rounded(out / "moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
                                     "partitions_moved": len(m["partitions_moved"]),
                                     "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                    for m in result["moves"]])
@@ -379,7 +361,7 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
                      "batch_p50_ms_median": float(np.median(p50)) if p50 else None,
                      "batch_p99_ms_max": float(max(p99)) if p99 else None,
                      **{r: m.get(r) for r in roles}})
-    _write_csv(out / "soak.csv", rows)
+    write_rounded(out / "soak.csv", rows)
     lag = calc.growth([r["lag"] for r in rows if r["lag"] is not None])
     lagged = [r for r in rows if r["lag"] is not None]
     slope = calc.slope_per_minute([r["second"] for r in lagged], [r["lag"] for r in lagged])
@@ -436,13 +418,13 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     run, ideal = result["run"], result["ideal"]
     every = [run, *ideal]
-    _write_csv(out / "moving.csv", result["phases"])
-    _write_csv(out / "windows.csv", result["windows"])
-    _write_csv(out / "commands.csv", result["commands"])
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "timeline.csv", [r for p in every for r in timeline_rows(p)])
-    _write_csv(out / "batches.csv", [r for p in every for r in batch_rows(p)])
-    _write_csv(out / "ideal_moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
+    write_rounded(out / "moving.csv", result["phases"])
+    write_rounded(out / "windows.csv", result["windows"])
+    write_rounded(out / "commands.csv", result["commands"])
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "timeline.csv", [r for p in every for r in timeline_rows(p)])
+    write_rounded(out / "batches.csv", [r for p in every for r in batch_rows(p)])
+    write_rounded(out / "ideal_moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
                                           "partitions_moved": len(m["partitions_moved"]),
                                           "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                          for m in result["ideal_moves"]])

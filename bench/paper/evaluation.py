@@ -7,7 +7,6 @@ compared on identical work. Rows are appended as runs finish, so an interrupted 
 
 from __future__ import annotations
 
-import csv
 import json
 import platform
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import append_csv, read_rows
 from bench.harness.errors import PlanConflict
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
@@ -38,21 +38,10 @@ class Tables:
 
     def done(self) -> dict[str, int]:
         """Publications of each run already in runs.csv, by run id."""
-        if not self.path("runs").exists():
-            return {}
-        with open(self.path("runs")) as fh:
-            return {row["run_id"]: int(row["publications"]) for row in csv.DictReader(fh)}
+        return {row["run_id"]: int(row["publications"]) for row in read_rows(self.path("runs"))}
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        path = self.path(name)
-        fresh = not path.exists()
-        with open(path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            if fresh:
-                writer.writeheader()
-            writer.writerows(rows)
+        append_csv(self.path(name), rows)
 
 
 def machine() -> dict[str, Any]:

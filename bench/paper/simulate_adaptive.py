@@ -9,11 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import gzip_beside, write_csv
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, STATIC_STAL
-from bench.paper.rows import (
-    gzip_beside,
-    write_csv,
-)
 from bench.paper.simulate import (
     COST_MODE,
     HOT_WORKERS,

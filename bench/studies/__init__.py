@@ -4,7 +4,7 @@ analyses that a page quotes, kept apart from the ``geops bench`` commands.
 Each module is run from the repository's root with the project's ``.venv`` active, as
 ``python -m bench.studies.<module> [arguments]``, and prints or writes what its page quotes.
 Those that read a results directory take it as their argument and read its tables through
-``bench.paper.rows`` (so ``loads.csv.gz`` and tables stored in parts work as ``loads.csv``).
+``bench.harness.csv_tables`` (so ``loads.csv.gz`` and tables stored in parts work as ``loads.csv``).
 
 - ``ab_decode [DIR]``: the one-pass decoder A/B (``docs/results/ab-decode-2026-11-25/``).
 - ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``);

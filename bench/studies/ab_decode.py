@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from statistics import mean
 
+from bench.harness.csv_tables import Row, read_rows
 from bench.paper.breakdown import run_breakdown
 from bench.paper.plan import DYNAMIC_LB_STAL, STATIC_STAL
-from bench.paper.rows import Row, read_rows
 from bench.studies import print_lines
 
 DIR = Path("docs/results/ab-decode-2026-11-25")

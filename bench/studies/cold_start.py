@@ -13,7 +13,6 @@ Usage: ``python -m bench.studies.cold_start --tree old=/work/wt-old --tree new=/
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.paper.rows import gzip_beside
+from bench.harness.csv_tables import columns, write_csv
 from bench.studies.read_ab import app_topics, geops
 from geops.avro_input import read_publications_avro
 from kafkaio import broker
@@ -113,11 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(row, flush=True)
     finally:
         broker.stop(work / "broker")
-    with open(args.out / "runs.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, sorted({k for r in rows for k in r}))
-        writer.writeheader()
-        writer.writerows(rows)
-    gzip_beside(args.out / "runs.csv")
+    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
     print(f"\n{'tree':<12} {'ready s':>10} {'head p50':>16} {'head p99':>16} "
           f"{'rest p50':>16} {'rest p99':>16}   (ms, one value per repeat)")
     for name, _ in trees:

@@ -33,9 +33,6 @@ and prints the fitted table; ``fit`` prints it again from ``runs.csv.gz``.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
-import io
 import json
 import os
 import re
@@ -48,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.csv_tables import read_rows, write_csv
 from bench.live.calc import SMALL_BATCH as SMALL
 from bench.live.calc import fit
 from bench.studies import eventlog
@@ -285,20 +283,13 @@ def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any
 # -- files --------------------------------------------------------------------------------------
 
 def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
-    with gzip.GzipFile(path, "wb", mtime=0) as fh:   # the same rows give the same bytes
-        fh.write(buf.getvalue().encode())
+    write_csv(path, [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+                     for r in rows])
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt") as fh:
-        rows = list(csv.DictReader(fh))
     return [{k: (v if k == "trigger_start" else float(v or "nan")) for k, v in r.items()}
-            for r in rows]
+            for r in read_rows(path)]
 
 
 def session_dir(workdir: Path) -> Path:
@@ -332,11 +323,11 @@ def summaries_of(workdir: Path) -> list[dict[str, Any]]:
         print(f"{topic} is gone; the phases' batches.csv instead", file=sys.stderr)
     finally:
         broker.stop(state)
-    with open(workdir / "bench-out" / "batches.csv") as fh:
-        return [{"batch_id": int(r["batch_id"]), "records": int(r["records"]), "items": "",
-                 "start_time": int(r["start_ms"]), "job_ms": float(r["job_ms"]),
-                 "write_ms": float(r["write_ms"]), "duration_ms": float(r["duration_ms"]),
-                 "join_stage_ms": float(r["join_stage_ms"])} for r in csv.DictReader(fh)]
+    return [{"batch_id": int(r["batch_id"]), "records": int(r["records"]), "items": "",
+             "start_time": int(r["start_ms"]), "job_ms": float(r["job_ms"]),
+             "write_ms": float(r["write_ms"]), "duration_ms": float(r["duration_ms"]),
+             "join_stage_ms": float(r["join_stage_ms"])}
+            for r in read_rows(workdir / "bench-out" / "batches.csv")]
 
 
 class Capture(threading.Thread):

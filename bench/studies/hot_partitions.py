@@ -38,8 +38,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import gzip_beside, read_rows, write_csv
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, HOT_SPOT, STATIC_STAL
-from bench.paper.rows import gzip_beside, read_rows, write_csv
 from bench.paper.simulate import (
     COST_MODE,
     HOT_WORKERS,

@@ -19,8 +19,6 @@ Prints one table; writes ``runs.csv.gz`` (one row per run) to ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import os
 import statistics
 import subprocess
@@ -33,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import config
+from bench.harness.csv_tables import columns, write_csv
 from kafkaio import broker
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender, produce_records
@@ -171,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(row, flush=True)
     finally:
         broker.stop(work / "broker")
-    keys = sorted({k for r in rows for k in r})
-    with gzip.open(args.out / "runs.csv.gz", "wt", newline="") as fh:
-        w = csv.DictWriter(fh, keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
     base = trees[0][0]
     print(f"\n{'kind':<8} {'strategy':<7} {'measure':<8} " +
           " ".join(f"{n:>22}" for n, _ in trees) + "   ratio to " + base)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness.csv_tables import append_csv
 from bench.scale_calc import (
-    append_rows,
     failure_reason,
     forced_assignment,
     parse_app_log,
-    read_rows,
     relative_to_reference,
     summarise,
 )
@@ -111,17 +110,9 @@ def test_forced_assignment_moves_every_fourth_partition():
     assert all(new[p] == (old[p] + 1) % 2 for p in moved)
 
 
-@pytest.mark.parametrize("name", ["runs.csv", "raw.csv.gz"])
-def test_append_rows_widens_header(tmp_path, name):
-    path = tmp_path / name
-    append_rows(path, [{"a": 1}])
-    append_rows(path, [{"a": 2, "b": "x"}])
-    assert read_rows(path) == [{"a": "1", "b": ""}, {"a": "2", "b": "x"}]
-
-
 def test_report_table(tmp_path):
     from bench.scale_report import write_report
-    append_rows(tmp_path / "runs.csv", [
+    append_csv(tmp_path / "runs.csv", [
         {"strategy": "sPIS", "subscriptions": 10000, "status": "ok", "first_batch_s": 70,
          "throughput_busy": 700, "batch_us_per_candidate": 20, "join_us_per_candidate": 3,
          "move_bytes": 1_900_000, "move_ms": 1100, "jvm_hwm_mb": 800},
@@ -136,7 +127,7 @@ def test_report_table(tmp_path):
 def test_report_of_one_size_without_its_10k_reference(tmp_path):
     # a run of 1M alone: no ratio to 10k, so those series are empty (they broke the log axis)
     from bench.scale_report import write_report
-    append_rows(tmp_path / "runs.csv", [
+    append_csv(tmp_path / "runs.csv", [
         {"strategy": "sPIS", "subscriptions": 1000000, "status": "ok", "first_batch_s": 163,
          "throughput_busy": 53, "batch_us_per_candidate": 2.6, "move_bytes": 4_700_000,
          "move_ms": 447, "jvm_hwm_mb": 778}])

@@ -8,7 +8,7 @@ import pkgutil
 from pathlib import Path
 
 import bench.studies
-from bench.paper.rows import write_csv
+from bench.harness.csv_tables import write_csv
 from bench.studies import ab_decode, cpu_by_process, eventlog, profile_route
 
 PIPELINES = ("sPS", "sPIS")
