@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness.csv_tables import write_csv
+from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number
 from bench.live import calc
 from bench.live.deployment import AppOptions
@@ -167,8 +168,8 @@ def write(spec: DeliverySpec, runs: list[Run], writes: list[dict], log: Log) -> 
     if not runs:
         (out / "README.md").write_text("\n".join([
             "# geops bench delivery: the write path alone", "",
-            f"Machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
-            "```", " ".join(spec.command) or "(not recorded)", "```", "",
+            f"Machine: {describe()}.", "",
+            "```", command_line(spec.command), "```", "",
             *write_table(writes), ""]))
     if writes:
         write_csv(out / "write_path.csv", writes)
@@ -190,8 +191,8 @@ def write(spec: DeliverySpec, runs: list[Run], writes: list[dict], log: Log) -> 
               [{"repeat": r.repeat, "mode": r.mode, **{c: b.get(c) for c in cols}}
                for r in runs for b in r.batches], ["repeat", "mode", *cols])
     lines = ["# geops bench delivery: exactly-once against at-least-once", "",
-             f"Machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
-             "```", " ".join(spec.command) or "(not recorded)", "```", "",
+             f"Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *table(rows), "", *summary(rows), "", *write_table(writes), ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md, runs.csv, latency_percentiles.csv and batches_raw.csv.gz")

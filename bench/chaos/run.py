@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import platform
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -24,6 +23,7 @@ from bench.chaos.faults import KINDS, Fault, inject, schedule
 from bench.chaos.stack import Stack
 from bench.harness.csv_tables import read_rows, write_csv
 from bench.harness.errors import BenchFailed
+from bench.harness.machine import machine
 from bench.harness.processes import Processes
 from bench.harness.reap import with_environ
 from bench.live.deployment import session_env
@@ -291,7 +291,7 @@ def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
               ["time_ms", "lag"])
     rows = per_kind(faults)
     summary = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+               "machine": machine(),
                "options": asdict(opts), "verdict": {**asdict(v), "exact": v.exact},
                "per_kind": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

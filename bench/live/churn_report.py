@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number
 from bench.live import calc, churn_calc
-from bench.live.live_report import _command, _machine, _plt, batch_rows, timeline_rows
+from bench.live.live_report import _plt, batch_rows, timeline_rows
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -253,8 +254,8 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
         f"first {spec.window_s:.0f} s) in the order {order} changes/s "
         f"({spec.rounds} round{'s' if spec.rounds != 1 else ''}, odd rounds reversed) after a "
         f"warm-up of {spec.warmup_s:.0f} s that is not kept, the app drained between levels. "
-        f"Machine: {_machine()}.", "",
-        "```", _command(spec), "```", "",
+        f"Machine: {describe()}.", "",
+        "```", command_line(spec.command), "```", "",
         *table(cells), "", "Targets (reported, not asserted):", "",
         *targets(cells), "", LEGEND.format(mix=mix), "",
         "Files: `churn.csv` (this table), `levels.csv` (every level of every round), "

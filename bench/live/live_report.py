@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import platform
-import shlex
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number, percent, ratio
 from bench.live import calc
 from schemas.assignment import initial_assignment
@@ -144,16 +142,6 @@ def plot_timelines(path: Path, phases: Sequence[Any], marks: bool = False) -> No
     plt.close(fig)
 
 
-def _machine() -> str:
-    import os
-    return (f"{os.cpu_count()} cores, {platform.platform()}, Python "
-            f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-
-
-def _command(spec: Any) -> str:
-    return shlex.join(spec.command) if spec.command else "(not recorded)"
-
-
 def _setup(spec: Any) -> str:
     a = spec.app
     return (f"{a.strategy} {a.join}, W = {a.workers}, P = {a.partitions} ({a.partitioner}), "
@@ -271,8 +259,8 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
     plot_latency_vs_load(out / "latency_vs_load.png", phases, result["max_rate"])
     plot_timelines(out / "timeline.png", phases)
     lines = ["# geops bench live: steady live stream", "",
-             f"{_setup(spec)}. Machine: {_machine()}.", "",
-             "```", _command(spec), "```", "",
+             f"{_setup(spec)}. Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              *_backlog_md(result["max_rate"], result.get("backlog"),
                           result.get("producer_cpu")),
@@ -310,7 +298,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     lines = ["# geops bench live --scenario rebalance", "",
              f"{_setup(spec)}; the stream is skewed: {spec.skew:.0%} of its items in the "
              f"partitions of {spec.hot_workers} of {spec.app.workers} workers. Machine: "
-             f"{_machine()}.", "", "```", _command(spec), "```", "",
+             f"{describe()}.", "", "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              f"Offered {p.offer.rate:,.0f} publications/s (70 % of that) for "
              f"{spec.duration_s:.0f} s; the distributor (Table 1 defaults: LB, threshold 0.5, "
@@ -384,7 +372,8 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
     batches = [b for b in result["batches"] if b["records"]]
     minutes = (result["t1_ms"] - t0) / 60000
     lines = ["# geops bench live --soak", "",
-             f"{_setup(spec)}. Machine: {_machine()}.", "", "```", _command(spec), "```", "",
+             f"{_setup(spec)}. Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              f"Offered {result['rate']:,.0f} publications/s (70 %) for {minutes:.1f} minutes "
              f"({result['sent']:,} publications) with the distributor running (Table 1 "
@@ -439,8 +428,8 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
              f"partitions of {spec.hot_workers} of {spec.app.workers} workers, moving {n} "
              f"time(s) every {spec.duration_s:.0f} s between workers 0..H-1 and W/2..W/2+H-1 "
              f"(initial assignment; `geops generate --moving-hotspot`'s workload, each side "
-             f"a pool of half the geometries). Machine: {_machine()}.", "",
-             "```", _command(spec), "```", "",
+             f"a pool of half the geometries). Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              ("The search offered the first side's stream, without the distributor. "
               if result["verdicts"] else "") +

@@ -8,8 +8,6 @@ compared on identical work. Rows are appended as runs finish, so an interrupted 
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from typing import Any
 
 from bench.harness.csv_tables import append_csv, read_rows
 from bench.harness.errors import PlanConflict
+from bench.harness.machine import machine
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
 from bench.paper.runner import DistributorSettings, run
@@ -42,19 +41,6 @@ class Tables:
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
         append_csv(self.path(name), rows)
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    import os
-
-    import pyspark
-
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "pyspark": pyspark.__version__,
-            "java": java.splitlines()[0] if java else "unknown",
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
 def _record_invocation(path: Path, settings: DistributorSettings, resume: bool) -> None:
