@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness.csv_tables import write_csv
+from bench.harness.latency import latency_summary
 from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number
-from bench.live import calc
 from bench.live.deployment import AppOptions
 from bench.live.publisher import Log, now_ms
 from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
@@ -83,7 +83,7 @@ class Run:
         return float(np.median(d)) if d else None
 
     def row(self) -> dict:
-        ts, vis = calc.latency_summary(self.latency_ts), calc.latency_summary(self.latency_visible)
+        ts, vis = latency_summary(self.latency_ts), latency_summary(self.latency_visible)
         return {"repeat": self.repeat, "mode": self.mode,
                 "backlog_records": self.backlog_records,
                 "backlog_throughput": round(self.throughput, 1), "live_rate": self.rate,
@@ -136,7 +136,7 @@ def one_run(bench: Bench, spec: DeliverySpec, workload, repeat: int, mode: str,
               (visible - result.event_ms).astype(np.float64),
               float(np.mean(write)) if write else 0.0, load_backlog, result.load or 0.0,
               result.batches)
-    vis = calc.latency_summary(run.latency_visible)
+    vis = latency_summary(run.latency_visible)
     log(f"  visible: p50 {vis['p50']:,.0f} ms, p99 {vis['p99']:,.0f} ms")
     bench.end(s)
     return run

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.latency import latency_summary
 from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number
-from bench.live import calc, churn_calc
+from bench.live import churn_calc
 from bench.live.live_report import _plt, batch_rows, timeline_rows
 
 Log = Any
@@ -31,7 +32,7 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
     for r in out:
         same = [lv for lv in levels if (lv.strategy, lv.join, lv.change_rate)
                 == (r["strategy"], r["join"], r["change_rate"])]
-        lat = calc.latency_summary(np.concatenate([lv.phase.latency[lv.event_mask()]
+        lat = latency_summary(np.concatenate([lv.phase.latency[lv.event_mask()]
                                                    for lv in same]))
         r.update({"matched": lat["count"], "p50_ms": lat["p50"], "p99_ms": lat["p99"],
                   "max_ms": lat["max"]})

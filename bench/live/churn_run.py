@@ -23,9 +23,12 @@ import numpy as np
 import shapely
 
 import config
+from bench.harness.batches import window_throughput
+from bench.harness.encoding import encoded_geometry
 from bench.harness.errors import BenchFailed
+from bench.harness.latency import latency_summary
 from bench.harness.tables import number
-from bench.live import calc, churn_calc
+from bench.live import churn_calc
 from bench.live.deployment import AppOptions, Session
 from bench.live.publisher import Log, Paced, PacedProducer, paced
 from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
@@ -97,7 +100,7 @@ class ChangeWriter(PacedProducer):
         super().__init__(client_conf)
         self.topic, self.mix = topic, mix
         self.header = codec().header("Subscription")
-        self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(geoms)]
+        self.geoms = [encoded_geometry(w) for w in shapely.to_wkb(geoms)]
         self._thread: threading.Thread | None = None
         self._result: ChangeRun | None = None
         self._error: BaseException | None = None
@@ -185,8 +188,8 @@ class Level:
 
     def row(self, trigger_ms: float) -> dict:
         p, (t0, t1) = self.phase, self.window
-        thr = churn_calc.window_throughput(p.batches, t0, t1)
-        lat = calc.latency_summary(p.latency[self.event_mask()])
+        thr = window_throughput(p.batches, t0, t1)
+        lat = latency_summary(p.latency[self.event_mask()])
         row = {"strategy": self.strategy, "join": self.join, "round": self.round,
                "change_rate": self.change_rate, "window_s": (t1 - t0) / 1000,
                "offered_rate": p.offer.rate, "sent_rate": p.offer.achieved_rate,

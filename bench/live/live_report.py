@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.batches import SMALL_BATCH
 from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.latency import per_second
 from bench.harness.machine import command_line, describe
 from bench.harness.tables import markdown, number, percent, ratio
 from bench.live import calc
@@ -44,7 +46,7 @@ def timeline_rows(p: Any) -> list[dict]:
         s = int((x.time_ms - t0) // 1000)
         if 0 <= s < seconds:
             lag[s] = x.lag
-    lat = calc.per_second(p.event_ms, p.latency, t0, seconds)
+    lat = per_second(p.event_ms, p.latency, t0, seconds)
     return [{"phase": p.label, "second": s, "offered": int(p.offer.per_sec[s])
              if s < len(p.offer.per_sec) else 0, "processed": round(float(processed[s]), 1),
              "lag": lag[s], "p50_ms": lat[s]["p50"], "p99_ms": lat[s]["p99"]}
@@ -205,7 +207,7 @@ def _cost_md(cost: dict | None, idle: dict | None) -> list[str]:
         lines.append(f"**Cost of a batch**: no line, the sizes of the {cost['batches']} "
                      "batches with records span less than a factor of 4.")
     if cost and cost.get("small_median_ms") is not None:
-        lines.append(f"Batches of at most {calc.SMALL_BATCH:,} records "
+        lines.append(f"Batches of at most {SMALL_BATCH:,} records "
                      f"({cost['small_batches']}): median {cost['small_median_ms']:,.0f} ms "
                      f"for a median of {cost['small_median_records']:,.0f} records.")
     if idle:

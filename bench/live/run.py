@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.harness.batches import batch_cost
 from bench.harness.errors import BenchFailed
+from bench.harness.latency import latency_summary
 from bench.harness.processes import Processes
 from bench.harness.tables import number
 from bench.live import calc, live_report
@@ -98,7 +100,7 @@ class PhaseResult:
         return (self.match_ms - self.event_ms).astype(np.float64)
 
     def summary(self) -> dict:
-        s = calc.latency_summary(self.latency)
+        s = latency_summary(self.latency)
         durations = np.array([b["duration_ms"] for b in self.batches if b["records"]], float)
         starts = np.array(sorted(b["start_time"] for b in self.batches if b["records"]), float)
         lags = [x.lag for x in self.samples if x.lag is not None]
@@ -315,7 +317,7 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
                                 spec.duration_s, log, 0.7))
             pub.close()
             bench.end(s)
-    cost = calc.batch_cost([b for p in phases for b in p.batches])
+    cost = batch_cost([b for p in phases for b in p.batches])
     if cost["fixed_ms"] is not None:
         log(f"cost of the batch function over {cost['batches']} batches: "
             f"{cost['fixed_ms']:,.0f} ms + {cost['us_per_record']:,.0f} µs per record "

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.batches import SMALL_BATCH as SMALL
+from bench.harness.batches import fit
 from bench.harness.csv_tables import read_rows, write_csv
-from bench.live.calc import SMALL_BATCH as SMALL
-from bench.live.calc import fit
 from bench.studies import eventlog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.live import calc, churn_calc
+from bench.harness.batches import window_throughput
+from bench.harness.encoding import encoded_geometry
+from bench.harness.procfs import cpu_ticks
+from bench.live import churn_calc
 from bench.live.churn_calc import NEW, TOMBSTONE, UPDATE
 from schemas import codec
 from schemas.records import relation_symbols
@@ -66,7 +69,7 @@ def test_subscription_bytes_equal_the_codec(sid, rel):
     c = codec()
     wkb = bytes(range(33)) * 2
     got = churn_calc.subscription_bytes(c.header("Subscription"), sid,
-                                        calc.encoded_geometry(wkb), rel)
+                                        encoded_geometry(wkb), rel)
     record = {"id": sid, "geometry": wkb, "relation": relation_symbols()[rel]}
     assert got == c.encode("Subscription", record)
     assert c.decode(got)[1] == {**record, "detect": [], "distance_m": None}
@@ -94,13 +97,13 @@ def _b(bid, start, end, records=0, duration=None, offsets=None):
 def test_window_throughput_counts_the_batches_that_ended_in_it():
     batches = [_b(0, 0, 400, 100), _b(1, 500, 900, 200), _b(2, 1000, 1300, 300),
                _b(3, 1900, 2100, 999)]
-    w = churn_calc.window_throughput(batches, 0, 2000)
+    w = window_throughput(batches, 0, 2000)
     assert w["batches"] == 3 and w["records"] == 600
     assert w["processed_rate"] == 300          # 600 in 2 s
     assert w["busy_s"] == pytest.approx(1.1) and w["busy_share"] == pytest.approx(1.1 / 2)
     assert w["per_busy_s"] == pytest.approx(600 / 1.1)
     assert w["batch_ms_mean"] == pytest.approx(1100 / 3)
-    empty = churn_calc.window_throughput([], 0, 1000)
+    empty = window_throughput([], 0, 1000)
     assert empty["records"] == 0 and empty["per_busy_s"] is None
 
 
@@ -292,7 +295,7 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
 
 def test_cpu_ticks_of_a_proc_stat_line_and_the_cpu_use():
     line = "42 (a b) c) S 7 42 42 0 -1 4194304 99 0 0 0 120 30 5 6 20 0 1 0 597107"
-    assert calc.cpu_ticks(line) == 120 + 30 + 5 + 6
+    assert cpu_ticks(line) == 120 + 30 + 5 + 6
     u = churn_calc.cpu_use(9000, 4.5, 1.0)
     assert u["pub_per_cpu_s"] == 2000 and u["app_cpu_ms_per_1k"] == 500
     assert churn_calc.cpu_use(0, 0.0, 0.0)["pub_per_cpu_s"] is None

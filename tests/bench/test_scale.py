@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench.harness.csv_tables import append_csv
+from bench.harness.procfs import memory_kb
 from bench.scale_calc import (
     failure_reason,
     forced_assignment,
@@ -14,7 +15,7 @@ from bench.scale_calc import (
     relative_to_reference,
     summarise,
 )
-from bench.scale_memory import MemoryPeaks, memory_kb
+from bench.scale_memory import MemoryPeaks
 
 LOG = """\
 2026-11-26 08:24:40,100 geops.app INFO 10000 subscriptions (10000 records read by the executors \

@@ -92,9 +92,6 @@ def test_cpu_by_process_tells_the_processes_apart() -> None:
     assert cpu_by_process.kind_of("java ... /work/app/main.py --master") == (
         "driver (JVM + Python)")
     assert cpu_by_process.kind_of("bash") is None
-    tck = cpu_by_process.TCK
-    stat = f"42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 {tck} {tck} {2 * tck} 0 20 0"
-    assert cpu_by_process.cpu_seconds(stat) == 4.0
     assert cpu_by_process.totals({"1": ("broker", 1.04), "2": ("broker", 2.0)}) == {
         "broker": 3.0}
 
