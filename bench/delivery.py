@@ -32,12 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness.csv_tables import write_csv
+from bench.harness.deployment import AppOptions
+from bench.harness.environment import Bench, BenchEnv
 from bench.harness.latency import latency_summary
 from bench.harness.machine import command_line, describe
+from bench.harness.phase import nice, phase, publisher_for
+from bench.harness.publisher import Log, now_ms
 from bench.harness.tables import markdown, number
-from bench.live.deployment import AppOptions
-from bench.live.publisher import Log, now_ms
-from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
 from geops.workload import generate_workload
 
 MODES = ("at-least-once", "exactly-once")
@@ -263,7 +264,7 @@ def write_path(address: str, kafka_properties, workdir: Path, spec: WriteSpec,
     import config
     from app.batch_output import batch_output
     from app.task_records import PartitionLoad
-    from bench.live.deployment import session_env
+    from bench.harness.deployment import session_env
     from kafkaio.topics import create_topics
     from schemas import codec
     from schemas.match_encoder import encode_matches

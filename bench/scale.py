@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.csv_tables import append_csv
+from bench.harness.deployment import session_env, unique_prefix
 from bench.harness.errors import BenchFailed
 from bench.harness.processes import GEOPS, REPO, Processes
-from bench.live.deployment import session_env, unique_prefix
-from bench.live.publisher import now_ms
+from bench.harness.publisher import now_ms
 from bench.scale_calc import (
     batch_rows,
     dedupe_batches,

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.harness.csv_tables import append_csv
 from bench.harness.procfs import process_parents, tree_memory
-from bench.live.publisher import now_ms
+from bench.harness.publisher import now_ms
 
 
 @dataclass

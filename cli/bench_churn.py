@@ -89,8 +89,8 @@ def _numbers(text: str, flag: str, count: int | None = None) -> tuple[float, ...
 
 
 def build_spec(args: argparse.Namespace):
+    from bench.harness.deployment import AppOptions
     from bench.live.churn_run import ChurnSpec
-    from bench.live.deployment import AppOptions
 
     strategies = _names(args.strategies, STRATEGIES, "--strategies")
     joins = _names(args.joins, JOINS, "--joins")

@@ -198,8 +198,8 @@ def duration(text: str, flag: str, zero: bool = False) -> float:
 
 
 def build_spec(args: argparse.Namespace):
-    from bench.live.deployment import AppOptions
-    from bench.live.run import LiveSpec
+    from bench.harness.deployment import AppOptions
+    from bench.live.spec import LiveSpec
 
     try:
         levels = tuple(float(x) / 100 for x in args.levels.split(",") if x.strip())

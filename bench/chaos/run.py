@@ -22,13 +22,13 @@ from bench.chaos.cluster import SparkCluster
 from bench.chaos.faults import KINDS, Fault, inject, schedule
 from bench.chaos.stack import Stack
 from bench.harness.csv_tables import read_rows, write_csv
+from bench.harness.deployment import session_env
 from bench.harness.errors import BenchFailed
 from bench.harness.machine import machine
+from bench.harness.monitor import Monitor
 from bench.harness.processes import Processes
+from bench.harness.publisher import Log
 from bench.harness.reap import with_environ
-from bench.live.deployment import session_env
-from bench.live.monitor import Monitor
-from bench.live.publisher import Log
 from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker

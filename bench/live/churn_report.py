@@ -11,9 +11,10 @@ import numpy as np
 from bench.harness.csv_tables import write_csv, write_rounded
 from bench.harness.latency import latency_summary
 from bench.harness.machine import command_line, describe
+from bench.harness.phase import batch_rows, timeline_rows
+from bench.harness.plots import pyplot
 from bench.harness.tables import markdown, number
 from bench.live import churn_calc
-from bench.live.live_report import _plt, batch_rows, timeline_rows
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -73,7 +74,7 @@ def _x(rate: float) -> float:
 
 
 def plot(path: Path, cells: Sequence[dict], trigger_ms: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
     groups = sorted({(r["strategy"], r["join"]) for r in cells})
     for k, g in enumerate(groups):
@@ -115,7 +116,7 @@ def plot(path: Path, cells: Sequence[dict], trigger_ms: float) -> None:
 
 
 def plot_effect_cdf(path: Path, levels: Sequence[Any], trigger_ms: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     groups = sorted({(lv.strategy, lv.join) for lv in levels})
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
     for ax, g in zip(axes[0], groups, strict=True):

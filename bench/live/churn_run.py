@@ -24,14 +24,15 @@ import shapely
 
 import config
 from bench.harness.batches import window_throughput
+from bench.harness.deployment import AppOptions, Session
 from bench.harness.encoding import encoded_geometry
+from bench.harness.environment import Bench, BenchEnv
 from bench.harness.errors import BenchFailed
 from bench.harness.latency import latency_summary
+from bench.harness.phase import PhaseResult, phase, publisher_for
+from bench.harness.publisher import Log, Paced, PacedProducer, paced
 from bench.harness.tables import number
 from bench.live import churn_calc
-from bench.live.deployment import AppOptions, Session
-from bench.live.publisher import Log, Paced, PacedProducer, paced
-from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
 from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload
 from schemas import codec

@@ -11,8 +11,9 @@ import numpy as np
 
 from bench.harness.batches import SMALL_BATCH
 from bench.harness.csv_tables import write_csv, write_rounded
-from bench.harness.latency import per_second
 from bench.harness.machine import command_line, describe
+from bench.harness.phase import batch_rows, timeline_rows
+from bench.harness.plots import pyplot
 from bench.harness.tables import markdown, number, percent, ratio
 from bench.live import calc
 from schemas.assignment import initial_assignment
@@ -26,42 +27,6 @@ def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
             for i, v in enumerate(verdicts, 1)]
 
 
-def timeline_rows(p: Any) -> list[dict]:
-    """Per second of a phase: offered, processed (each batch's records spread over its
-    duration), lag (last sample in the second), latency p50/p99 (by event time)."""
-    t0 = p.offer.t0_ms
-    seconds = int(np.ceil(p.offer.seconds))
-    processed = np.zeros(seconds, float)
-    for b in p.batches:
-        if not b["records"]:
-            continue
-        a, z = (b["start_time"] - t0) / 1000, (b["end_time"] - t0) / 1000
-        z = max(z, a + 1e-3)
-        for s in range(max(int(a), 0), min(int(np.ceil(z)), seconds)):
-            overlap = min(z, s + 1) - max(a, s)
-            if overlap > 0:
-                processed[s] += b["records"] * overlap / (z - a)
-    lag: list[int | None] = [None] * seconds
-    for x in p.samples:
-        s = int((x.time_ms - t0) // 1000)
-        if 0 <= s < seconds:
-            lag[s] = x.lag
-    lat = per_second(p.event_ms, p.latency, t0, seconds)
-    return [{"phase": p.label, "second": s, "offered": int(p.offer.per_sec[s])
-             if s < len(p.offer.per_sec) else 0, "processed": round(float(processed[s]), 1),
-             "lag": lag[s], "p50_ms": lat[s]["p50"], "p99_ms": lat[s]["p99"]}
-            for s in range(seconds)]
-
-
-def batch_rows(p: Any) -> list[dict]:
-    return [{"phase": p.label, "batch_id": b["batch_id"], "epoch": b["epoch"],
-             "start_ms": b["start_time"], "end_ms": b["end_time"], "records": b["records"],
-             "duration_ms": b["duration_ms"], "join_stage_ms": b.get("join_stage_ms"),
-             "job_ms": b.get("job_ms"), "write_ms": b.get("write_ms"),
-             "latency_p50_ms": b.get("latency_p50_ms"), "latency_p99_ms": b.get("latency_p99_ms")}
-            for b in p.batches]
-
-
 def write_raw(path: Path, phases: Sequence[Any]) -> None:
     """Every matched publication's latency (``path`` ends in ``.xz``: a minute at full rate
     stays well under the 2 MB a file of the tree may hold)."""
@@ -72,15 +37,8 @@ def write_raw(path: Path, phases: Sequence[Any]) -> None:
               ["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms", "latency_ms"])
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def plot_latency_vs_load(path: Path, phases: Sequence[Any], max_rate: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     levels = [p for p in phases if p.label.endswith("of max")]
     sweep = [p for p in phases if "trigger" in p.label]
     ncols = 2 if sweep else 1
@@ -118,7 +76,7 @@ def plot_latency_vs_load(path: Path, phases: Sequence[Any], max_rate: float) -> 
 
 
 def plot_timelines(path: Path, phases: Sequence[Any], marks: bool = False) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(len(phases), 1, figsize=(10, 2.6 * len(phases)), squeeze=False)
     for ax, p in zip(axes[:, 0], phases, strict=True):
         rows = timeline_rows(p)
@@ -356,7 +314,7 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
     lagged = [r for r in rows if r["lag"] is not None]
     slope = calc.slope_per_minute([r["second"] for r in lagged], [r["lag"] for r in lagged])
     grow = {r: calc.growth([m.get(r) for m in mem if m.get(r) is not None]) for r in roles}
-    plt = _plt()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     xs = [r["second"] / 60 for r in rows]
     a1.plot(xs, [r["lag"] if r["lag"] is not None else np.nan for r in rows], label="lag")

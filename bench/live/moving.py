@@ -25,10 +25,13 @@ from functools import partial
 import numpy as np
 
 from bench.harness.batches import window_throughput
+from bench.harness.deployment import Session
+from bench.harness.environment import Bench
+from bench.harness.phase import PhaseResult, nice, phase
+from bench.harness.publisher import Log, Publisher, now_ms
 from bench.live import calc, live_report, moving_calc
-from bench.live.deployment import Session
-from bench.live.publisher import Log, Publisher, now_ms
-from bench.live.run import Bench, LiveSpec, PhaseResult, find_max_rate, nice, phase
+from bench.live.search import find_max_rate
+from bench.live.spec import LiveSpec
 from distributor.policies import make_policy
 from geops.workload import SkewSpec, Workload, generate_workload
 

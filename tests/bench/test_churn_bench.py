@@ -239,9 +239,9 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
 
 
 def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000_000):
+    from bench.harness.phase import PhaseResult
+    from bench.harness.publisher import Offer, Paced
     from bench.live.churn_run import ChangeRun, Level
-    from bench.live.publisher import Offer, Paced
-    from bench.live.run import PhaseResult
 
     batches = [dict(_b(i, t0 + 500 * i, t0 + 500 * i + 200, per_batch,
                        offsets={"0": 10 * (i + 1)}), epoch=0) for i in range(20)]

@@ -12,9 +12,9 @@ import pytest
 from bench.harness.batches import batch_cost
 from bench.harness.encoding import encoded_geometry, match_event_time, publication_bytes
 from bench.harness.latency import latency_summary, per_second
+from bench.harness.monitor import lag_of
 from bench.harness.procfs import descendants, memory_kb, parse_stat, role
 from bench.live import calc
-from bench.live.monitor import lag_of
 from schemas import codec
 from schemas.codec import HEADER_LEN
 from tests.bench.conftest import assert_nothing_left, run_geops_bench

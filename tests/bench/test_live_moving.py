@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.harness.phase import PhaseResult
+from bench.harness.publisher import Offer
 from bench.live import live_report, moving_calc
 from bench.live.moving import summarise
-from bench.live.publisher import Offer
-from bench.live.run import LiveSpec, PhaseResult
+from bench.live.spec import LiveSpec
 from distributor.mldc import owner_loads
 from distributor.policies import make_policy
 from geops.workload import SkewSpec, generate_workload

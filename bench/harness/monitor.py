@@ -1,5 +1,5 @@
-"""What `geops bench live` follows while it offers a stream: the app's batches, moves and
-commands, the lag every second, and the memory and CPU of the processes it started."""
+"""What a benchmark follows while it offers a live stream: the app's batches, moves and
+commands, the lag every second, and the memory of the processes it started."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 import config
-from bench.live.publisher import now_ms
+from bench.harness.publisher import now_ms
 from kafkaio.clients import consumer
 from kafkaio.dump import decoded_records
 from kafkaio.errors import KafkaUnavailable

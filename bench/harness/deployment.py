@@ -1,6 +1,6 @@
-"""One app of `geops bench live` on topics of its own: its options and environment, the
-subscriptions loaded, the app (and the distributor) started through ``bench.harness.processes``, the
-monitor following them."""
+"""One app of a benchmark on topics of its own: its options and environment, the
+subscriptions loaded, the app (and the distributor) started through
+``bench.harness.processes``, the monitor following them."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import numpy as np
 import config
 from bench.harness.encoding import match_event_time
 from bench.harness.errors import BenchFailed
+from bench.harness.monitor import Monitor, Sample
 from bench.harness.processes import GEOPS, Proc, Processes
 from bench.harness.procfs import (
     cpu_seconds,
@@ -28,8 +29,7 @@ from bench.harness.procfs import (
     tree_bytes,
     tree_memory,
 )
-from bench.live.monitor import Monitor, Sample
-from bench.live.publisher import Log, Publisher, now_ms
+from bench.harness.publisher import Log, Publisher, now_ms
 from config import TOPICS
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records

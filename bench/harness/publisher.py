@@ -1,5 +1,5 @@
-"""The rate-limited publisher of `geops bench live` and the benchmarks built on it: records
-sent at a steady rate, and what was sent when."""
+"""The rate-limited publisher of the benchmarks that offer a live stream (live, churn,
+delivery, chaos): records sent at a steady rate, and what was sent when."""
 
 from __future__ import annotations
 
