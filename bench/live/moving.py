@@ -29,7 +29,7 @@ from bench.harness.deployment import Session
 from bench.harness.environment import Bench
 from bench.harness.phase import PhaseResult, nice, phase
 from bench.harness.publisher import Log, Publisher, now_ms
-from bench.live import calc, live_report, moving_calc
+from bench.live import calc, moving_calc, report
 from bench.live.search import find_max_rate
 from bench.live.spec import LiveSpec
 from distributor.policies import make_policy
@@ -128,7 +128,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
     result.update({"max_rate": best, "verdicts": verdicts, "rate": rate, "plans": plans,
                    "ideal_moves": ideal_moves, "policy": policy.name,
                    "distributor_log": distributor_log})
-    live_report.write_moving(spec, result, log)
+    report.write_moving(spec, result, log)
     return result
 
 

@@ -14,7 +14,7 @@ from bench.harness.environment import Bench
 from bench.harness.phase import nice, phase, publisher_for
 from bench.harness.publisher import Log, Publisher
 from bench.harness.tables import number
-from bench.live import calc, live_report
+from bench.live import calc, report
 from bench.live.moving import run_moving
 from bench.live.search import find_max_rate
 from bench.live.spec import LiveSpec
@@ -91,7 +91,7 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
             f"(R² {cost['r2']:.2f})")
     result = {"max_rate": best, "verdicts": verdicts, "phases": phases, "backlog": backlog,
               "producer_cpu": producer_cpu, "cost": cost, "idle": idle}
-    live_report.write_steady(spec, result, log)
+    report.write_steady(spec, result, log)
     return result
 
 
@@ -147,7 +147,7 @@ def run_rebalance(spec: LiveSpec, log: Log) -> dict:
         bench.end(s)
     out = {"max_rate": best, "verdicts": verdicts, "phase": result, "commands": commands,
            "moves": moves}
-    live_report.write_rebalance(spec, out, log)
+    report.write_rebalance(spec, out, log)
     return out
 
 
@@ -189,7 +189,7 @@ def run_soak(spec: LiveSpec, log: Log) -> dict:
     out = {"max_rate": best, "rate": rate, "verdicts": verdicts, "memory": memory,
            "samples": samples, "batches": batches, "t0_ms": t0, "t1_ms": t1,
            "sent": sum(o.sent for o in offers)}
-    live_report.write_soak(spec, out, log)
+    report.write_soak(spec, out, log)
     return out
 
 

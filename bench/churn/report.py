@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.churn import calc
 from bench.harness.csv_tables import write_csv, write_rounded
 from bench.harness.latency import latency_summary
 from bench.harness.machine import command_line, describe
 from bench.harness.phase import batch_rows, timeline_rows
 from bench.harness.plots import pyplot
 from bench.harness.tables import markdown, number
-from bench.live import churn_calc
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -29,7 +29,7 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
     """One row per strategy, join and change rate: throughput means over rounds with their
     ratio to 0 changes/s, latency and time-to-effect percentiles over the rounds pooled."""
     rows = [lv.row(trigger_ms) for lv in levels]
-    out = churn_calc.with_ratios(rows, MEAN_KEYS)
+    out = calc.with_ratios(rows, MEAN_KEYS)
     for r in out:
         same = [lv for lv in levels if (lv.strategy, lv.join, lv.change_rate)
                 == (r["strategy"], r["join"], r["change_rate"])]
@@ -40,10 +40,10 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
         with_changes = [lv for lv in same if lv.changes is not None and lv.effect is not None]
         if with_changes:
             written = np.concatenate([lv.changes.written_ms for lv in with_changes])
-            effect = churn_calc.Effect(
+            effect = calc.Effect(
                 np.concatenate([lv.effect.effect_ms for lv in with_changes]),
                 np.concatenate([lv.effect.batches for lv in with_changes]))
-            r.update(churn_calc.effect_summary(written, effect, trigger_ms))
+            r.update(calc.effect_summary(written, effect, trigger_ms))
     return out
 
 
@@ -243,7 +243,7 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
     plot(out / "churn.png", cells, trig)
     plot_effect_cdf(out / "effect_cdf.png", levels, trig)
     a = spec.app
-    order = ", ".join(f"{r:,.0f}" for _, r in churn_calc.level_order(spec.change_rates,
+    order = ", ".join(f"{r:,.0f}" for _, r in calc.level_order(spec.change_rates,
                                                                       spec.rounds))
     mix = "/".join(f"{m / sum(spec.mix):.0%}" for m in spec.mix)
     lines = [
