@@ -57,7 +57,7 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 
 def _delivery(args: argparse.Namespace) -> int:
-    from bench.delivery import DeliverySpec, main
+    from bench.delivery.run import DeliverySpec, main
     from bench.harness.deployment import AppOptions
     from bench.harness.errors import BenchFailed
 

@@ -17,15 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from bench.harness.csv_tables import Row, csv_number, read_rows, write_csv
+from bench.harness.plots import pyplot
 from bench.paper.plan import DYNAMIC_LB_STAL, RUN_MODES, STATIC_STAL
 from bench.paper.results import fig8_rows, mode_order, pipeline_order, plan_runs, point_table
 
+plt = pyplot()
 Log = Callable[[str], None]
 
 # Colour by balancing, line and marker by join location (STRL dashed).

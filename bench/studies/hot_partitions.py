@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.csv_tables import gzip_beside, read_rows, write_csv
+from bench.harness.plots import pyplot
 from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, HOT_SPOT, STATIC_STAL
 from bench.paper.simulate import (
     COST_MODE,
@@ -185,11 +186,7 @@ def summarise(out_dir: Path) -> Path:
     point (mean, min), the final MLDC (mean, max), partitions and MB moved, replicated
     partitions at the end and rebalances; and a plot (throughput over greedy, and the largest
     final MLDC, per skew)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out_dir = Path(out_dir)
     rows = read_rows(out_dir / "hot_partitions.csv")
     point = {(r["pipeline"], r["scenario"], r["workers"], r["skew"], r["repeat"],

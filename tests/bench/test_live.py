@@ -236,7 +236,7 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
 def test_visible_time_is_the_summary_of_the_batch_that_wrote_the_match():
     import numpy as np
 
-    from bench.delivery import visible_times
+    from bench.delivery.run import visible_times
 
     batches = [{"end_time": 100, "seen_ms": 130}, {"end_time": 200, "seen_ms": 260},
                {"end_time": 300}]  # the last one was not seen: never a match's batch here

@@ -24,8 +24,8 @@ A run that fails (the app exits, no batch within ``--first-batch-timeout``) is r
 its reason (the app's last error line); with ``--retry-driver-memory`` it is run once more with
 that driver heap. Rows are appended to ``runs.csv`` after every run, so results exist early.
 
-What the logs and metrics say is read by ``bench.scale_calc``, memory and load are sampled by
-``bench.scale_memory``, and ``bench.scale_report`` draws the table and plots.
+What the logs and metrics say is read by ``calc``, memory and load are sampled by ``memory``,
+and ``report`` draws the table and plots.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from bench.harness.deployment import session_env, unique_prefix
 from bench.harness.errors import BenchFailed
 from bench.harness.processes import GEOPS, REPO, Processes
 from bench.harness.publisher import now_ms
-from bench.scale_calc import (
+from bench.scale.calc import (
     batch_rows,
     dedupe_batches,
     failure_reason,
@@ -54,7 +54,7 @@ from bench.scale_calc import (
     summarise,
     to_float,
 )
-from bench.scale_memory import MemorySampler, UptimeLog
+from bench.scale.memory import MemorySampler, UptimeLog
 
 Log = Callable[[str], None]
 
