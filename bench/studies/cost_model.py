@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness import eventlog
 from bench.harness.batches import SMALL_BATCH as SMALL
 from bench.harness.batches import fit
 from bench.harness.csv_tables import read_rows, write_csv
-from bench.studies import eventlog
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
