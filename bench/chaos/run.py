@@ -29,6 +29,7 @@ from bench.harness.monitor import Monitor
 from bench.harness.processes import Processes
 from bench.harness.publisher import Log
 from bench.harness.reap import with_environ
+from bench.harness.tables import cell, markdown
 from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker
@@ -325,16 +326,11 @@ def report(summary: dict) -> str:
         "one before it had recovered shares its lag); re-read: the records of the batches a "
         "restarted driver ran again (Spark's offset log; tasks an executor's loss retried within a "
         "batch are not counted).", "",
-        "| fault | count | recovery median s | worst s | not recovered | re-read records |",
-        "|---|---:|---:|---:|---:|---:|"]
-    for r in summary["per_kind"]:
-        lines.append(f"| {r['kind']} | {r['count']} | {_num(r['recovery_median_s'])} | "
-                     f"{_num(r['recovery_worst_s'])} | {r['not_recovered']} | "
-                     f"{r['reread_records']:,} |")
+        *markdown(["fault", "count", "recovery median s", "worst s", "not recovered",
+                   "re-read records"],
+                  ([r["kind"], r["count"], cell(r["recovery_median_s"], 1),
+                    cell(r["recovery_worst_s"], 1), r["not_recovered"],
+                    f"{r['reread_records']:,}"] for r in summary["per_kind"]), "lrrrrr")]
     lines += ["", "Every fault with its time and what it hit: [`faults.csv`](faults.csv); the "
               "lag every half second: `lag.csv.gz`; all of it: `summary.json`.", ""]
     return "\n".join(lines)
-
-
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:,.1f}"

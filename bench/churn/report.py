@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,10 @@ EFFECT_COLUMNS = ["strategy", "join", "round", "change_rate", "partition", "offs
 
 def write_effects(path: Path, levels: Sequence[Any]) -> None:
     """Every change: when it was written, its offset, when it took effect, batches waited."""
-    rows = []
+    write_csv(path, _effect_rows(levels), EFFECT_COLUMNS)
+
+
+def _effect_rows(levels: Sequence[Any]) -> Iterator[dict]:
     for lv in levels:
         c, e = lv.changes, lv.effect
         if c is None or e is None:
@@ -62,11 +65,10 @@ def write_effects(path: Path, levels: Sequence[Any]) -> None:
                                    c.written_ms.tolist(), e.effect_ms.tolist(),
                                    e.batches.tolist(), strict=True):
             done = not np.isnan(eff)
-            rows.append(dict(zip(EFFECT_COLUMNS, [
+            yield dict(zip(EFFECT_COLUMNS, [
                 lv.strategy, lv.join, lv.round, lv.change_rate, p, o, t,
                 int(eff) if done else "", int(eff - t) if done else "", int(b) if done else ""],
-                strict=True)))
-    write_csv(path, rows, EFFECT_COLUMNS)
+                strict=True))
 
 
 def _x(rate: float) -> float:

@@ -83,16 +83,20 @@ def columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(key for row in rows for key in row))
 
 
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]],
+def write_csv(path: Path, rows: Iterable[Mapping[str, Any]],
               fields: Sequence[str] | None = None) -> None:
-    """Write ``rows`` with the header ``fields`` (default: the first row's keys; a value a row
-    lacks is left empty); an empty file for no rows and no ``fields``."""
+    """Write ``rows`` (streamed: a generator of a million rows is never a list) with the header
+    ``fields`` (default: the first row's keys; a value a row lacks is left empty); an empty
+    file for no rows and no ``fields``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(rows[0]) if fields is None and rows else fields
+    rows = iter(rows)
+    first = next(rows, None) if fields is None else None
+    fields = list(first) if first is not None else fields
     with _open(path, "w") as fh:
         if fields is not None:
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()
+            writer.writerows([first] if first is not None else [])
             writer.writerows(rows)
 
 

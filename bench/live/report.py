@@ -30,10 +30,10 @@ def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
 def write_raw(path: Path, phases: Sequence[Any]) -> None:
     """Every matched publication's latency (``path`` ends in ``.xz``: a minute at full rate
     stays well under the 2 MB a file of the tree may hold)."""
-    write_csv(path, [{"phase": p.label, "publication_id": i, "event_time_ms": e,
+    write_csv(path, ({"phase": p.label, "publication_id": i, "event_time_ms": e,
                       "match_kafka_ts_ms": t, "latency_ms": t - e}
                      for p in phases for i, e, t in zip(p.ids.tolist(), p.event_ms.tolist(),
-                                                        p.match_ms.tolist(), strict=True)],
+                                                        p.match_ms.tolist(), strict=True)),
               ["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms", "latency_ms"])
 
 
