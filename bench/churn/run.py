@@ -1,8 +1,8 @@
 """`geops bench churn`: a live publication stream while subscriptions change at a steady rate.
 
-Built from the harness's parts (broker, sessions, the paced publisher, the monitor, the
-phase). Per cell (strategy x join) one app runs; each level offers publications at the
-same rate for ``duration_s`` while a second producer writes subscription changes (new ids,
+Built from the harness's parts (broker, apps on topics of their own, the paced publisher, the
+monitor, the phase). Per cell (strategy x join) one app runs; each level offers publications at
+the same rate for ``duration_s`` while a second producer writes subscription changes (new ids,
 updates of live ids with a new geometry and relation, tombstones) at the level's change rate
 for all but the last ``tail_s`` seconds. Levels are interleaved over rounds (even rounds in
 order, odd ones reversed) and the app drains between them. What a level reports is measured

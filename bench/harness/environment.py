@@ -1,5 +1,6 @@
 """The environment of a benchmark of the running app: a broker (its own or a given one), a
-work directory, and every session and process started in them, all stopped on the way out."""
+work directory, and every app deployed and process started in them, all stopped on the way
+out."""
 
 from __future__ import annotations
 

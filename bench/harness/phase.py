@@ -67,7 +67,7 @@ class PhaseResult:
 
 
 def publisher_for(s: Session, workload: Workload) -> Publisher:
-    """A publisher of the workload's publications to the session's topic."""
+    """A publisher of the workload's publications to the publications topic of ``s``'s app."""
     return Publisher(s.cfg.kafka_client(), s.cfg.topic("publications"),
                      workload.publications.geoms)
 

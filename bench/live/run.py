@@ -1,5 +1,5 @@
 """`geops bench live`: the scenarios (steady, rebalance, soak) built from the harness's
-sessions, publisher and phases, and ``main``, which runs the one the command line chose (the
+deployments, publisher and phases, and ``main``, which runs the one the command line chose (the
 moving hot spot is in ``bench.live.moving``)."""
 
 from __future__ import annotations
