@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench.kernel import format_table, run_kernel_bench
+from bench.kernel.run import format_table, run_kernel_bench
 from cli.bench_chaos import register_chaos
 from cli.bench_churn import register_churn
 from cli.bench_delivery import register_delivery
@@ -100,7 +100,7 @@ def register_decode(benches: argparse._SubParsersAction) -> None:
 
 
 def _decode(args: argparse.Namespace) -> int:
-    from bench.decode import format_table, run_decode_bench
+    from bench.decode.run import format_table, run_decode_bench
 
     log = elapsed_log("geops bench decode")
 

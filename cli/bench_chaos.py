@@ -95,7 +95,7 @@ def _options(args: argparse.Namespace):
 
 def _chaos(args: argparse.Namespace) -> int:
     from bench.chaos.run import rerender, run_chaos
-    from bench.errors import BenchFailed
+    from bench.harness.errors import BenchFailed
 
     if args.report_only:
         try:

@@ -43,7 +43,7 @@ def register_churn(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--joins", default="STAL,STRL", metavar="LIST",
                    help=f"comma-separated, of {','.join(JOINS)} (default both)")
     # time to effect is counted in triggers: a fixed interval
-    # time to effect is counted in triggers: a fixed interval (bench.live.churn_run's
+    # time to effect is counted in triggers: a fixed interval (bench.churn.run's
     # CHURN_TRIGGER, not imported here so that --help stays quick)
     live.add_app_arguments(a, trigger="500ms")
     c = p.add_argument_group("levels")
@@ -89,8 +89,8 @@ def _numbers(text: str, flag: str, count: int | None = None) -> tuple[float, ...
 
 
 def build_spec(args: argparse.Namespace):
-    from bench.live.churn_run import ChurnSpec
-    from bench.live.deployment import AppOptions
+    from bench.churn.run import ChurnSpec
+    from bench.harness.deployment import AppOptions
 
     strategies = _names(args.strategies, STRATEGIES, "--strategies")
     joins = _names(args.joins, JOINS, "--joins")
@@ -127,7 +127,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _churn(args: argparse.Namespace) -> int:
-    from bench.errors import BenchFailed
-    from bench.live.churn_run import main
+    from bench.churn.run import main
+    from bench.harness.errors import BenchFailed
 
     return live.run_bench("churn", main, build_spec(args), (BenchFailed,))

@@ -57,9 +57,9 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
 
 
 def _delivery(args: argparse.Namespace) -> int:
-    from bench.delivery import DeliverySpec, main
-    from bench.errors import BenchFailed
-    from bench.live.deployment import AppOptions
+    from bench.delivery.run import DeliverySpec, main
+    from bench.harness.deployment import AppOptions
+    from bench.harness.errors import BenchFailed
 
     if args.write_only and args.write_batches <= 0:
         raise CommandError("--write-only needs --write-batches above 0", EXIT_USAGE)

@@ -198,8 +198,8 @@ def duration(text: str, flag: str, zero: bool = False) -> float:
 
 
 def build_spec(args: argparse.Namespace):
-    from bench.live.deployment import AppOptions
-    from bench.live.run import LiveSpec
+    from bench.harness.deployment import AppOptions
+    from bench.live.spec import LiveSpec
 
     try:
         levels = tuple(float(x) / 100 for x in args.levels.split(",") if x.strip())
@@ -258,7 +258,7 @@ def build_spec(args: argparse.Namespace):
 
 
 def _live(args: argparse.Namespace) -> int:
-    from bench.errors import BenchFailed
+    from bench.harness.errors import BenchFailed
     from bench.live.run import main
 
     return run_bench("live", main, build_spec(args), (BenchFailed,))

@@ -24,7 +24,7 @@ def register_load(benches: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from bench.load import format_table, run_load_bench
+    from bench.load.run import format_table, run_load_bench
 
     log = elapsed_log("geops bench load")
     rows = run_load_bench(subscriptions=args.subscriptions, seed=args.seed, log=log)

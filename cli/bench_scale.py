@@ -80,8 +80,8 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
 
 def _scale(args: argparse.Namespace) -> int:
-    from bench.scale import ScaleSpec, run_scale
-    from bench.scale_report import write_report
+    from bench.scale.report import write_report
+    from bench.scale.run import ScaleSpec, run_scale
 
     out = Path(args.out)
     if args.report:

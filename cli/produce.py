@@ -37,11 +37,7 @@ from geops.geojson import Rejected, read_fence_subscriptions, read_ids, read_pos
 from geops.model import DetectKind, Subscriptions
 from kafkaio.sender import Sender, produce_encoded, produce_records
 from schemas.bulk_encoder import encode_subscriptions
-from schemas.records import (
-    MISSING_TIME,
-    publication_records,
-    subscription_records,  # noqa: F401 (bench/live/deployment.py's import)
-)
+from schemas.records import MISSING_TIME, publication_records
 
 INPUT_HELP = ("GeoJSON FeatureCollection, or an Avro container file of the schema's records "
               "(as geops generate writes: quicker to read)")

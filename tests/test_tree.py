@@ -1,6 +1,6 @@
 """What the tree holds: no file over 2 MB, so a re-run's raw data cannot grow the history by
 megabytes unnoticed (results are compressed, and a large table is stored in parts,
-``bench.paper.rows``)."""
+``bench.harness.csv_tables``)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pyspark
 
-from bench.errors import BenchFailed
-from bench.live.calc import descendants
-from bench.live.monitor import process_parents
-from bench.processes import Proc, Processes
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import Proc, Processes
+from bench.harness.procfs import descendants, process_parents
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
 EXECUTOR_CLASS = b"CoarseGrainedExecutorBackend"

@@ -15,7 +15,7 @@ import shapely
 from app.errors import OffsetLogError
 from app.offsetlog import batch_end_offsets, batch_start_offsets
 from bench.chaos.stack import Stack
-from bench.live.publisher import now_ms
+from bench.harness.publisher import now_ms
 from geops.model import Relation
 from kafkaio import broker
 from kafkaio.sender import Sender

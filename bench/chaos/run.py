@@ -6,12 +6,9 @@ last epoch is the app's, nothing is left running. Writes ``faults.csv``, ``lag.c
 
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import os
 import pickle
-import platform
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -24,12 +21,15 @@ import config
 from bench.chaos.cluster import SparkCluster
 from bench.chaos.faults import KINDS, Fault, inject, schedule
 from bench.chaos.stack import Stack
-from bench.errors import BenchFailed
-from bench.live.deployment import session_env
-from bench.live.monitor import Monitor
-from bench.live.publisher import Log
-from bench.processes import Processes
-from bench.reap import with_environ
+from bench.harness.csv_tables import read_rows, write_csv
+from bench.harness.deployment import session_env
+from bench.harness.errors import BenchFailed
+from bench.harness.machine import machine
+from bench.harness.monitor import Monitor
+from bench.harness.processes import Processes
+from bench.harness.publisher import Log
+from bench.harness.reap import with_environ
+from bench.harness.tables import cell, markdown
 from geops.oracle import oracle_answers
 from geops.workload import SkewSpec, generate_workload
 from kafkaio import broker
@@ -269,11 +269,10 @@ def rerender(out: Path) -> dict:
     """Recompute the recoveries and the table from a run's ``faults.csv``, ``lag.csv.gz`` and
     ``summary.json`` and write ``faults.csv``, ``summary.json`` and ``README.md`` again."""
     summary = json.loads((out / "summary.json").read_text())
-    with open(out / "faults.csv", newline="") as fh:
-        faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
-                        int(r["reread"])) for r in csv.DictReader(fh)]
-    with gzip.open(out / "lag.csv.gz", "rt", newline="") as fh:
-        samples = [(int(t), int(lag) if lag else None) for t, lag in list(csv.reader(fh))[1:]]
+    faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
+                    int(r["reread"])) for r in read_rows(out / "faults.csv")]
+    samples = [(int(r["time_ms"]), int(r["lag"]) if r["lag"] else None)
+               for r in read_rows(out / "lag.csv.gz")]
     recoveries(faults, samples, summary["options"]["rate"])
     _write_faults(out, faults)
     summary["per_kind"] = per_kind(faults)
@@ -283,22 +282,17 @@ def rerender(out: Path) -> dict:
 
 
 def _write_faults(out: Path, faults: list[Fault]) -> None:
-    with open(out / "faults.csv", "w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=list(asdict(Fault("", 0))))
-        wr.writeheader()
-        wr.writerows(asdict(f) for f in faults)
+    write_csv(out / "faults.csv", [asdict(f) for f in faults], list(asdict(Fault("", 0))))
 
 
 def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
            samples: list[tuple[int, int | None]], v: Verdict, command: list[str]) -> None:
     _write_faults(out, faults)
-    with gzip.open(out / "lag.csv.gz", "wt", newline="") as fh:
-        wr2 = csv.writer(fh)
-        wr2.writerow(["time_ms", "lag"])
-        wr2.writerows(samples)
+    write_csv(out / "lag.csv.gz", [{"time_ms": t, "lag": lag} for t, lag in samples],
+              ["time_ms", "lag"])
     rows = per_kind(faults)
     summary = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+               "machine": machine(),
                "options": asdict(opts), "verdict": {**asdict(v), "exact": v.exact},
                "per_kind": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -332,16 +326,11 @@ def report(summary: dict) -> str:
         "one before it had recovered shares its lag); re-read: the records of the batches a "
         "restarted driver ran again (Spark's offset log; tasks an executor's loss retried within a "
         "batch are not counted).", "",
-        "| fault | count | recovery median s | worst s | not recovered | re-read records |",
-        "|---|---:|---:|---:|---:|---:|"]
-    for r in summary["per_kind"]:
-        lines.append(f"| {r['kind']} | {r['count']} | {_num(r['recovery_median_s'])} | "
-                     f"{_num(r['recovery_worst_s'])} | {r['not_recovered']} | "
-                     f"{r['reread_records']:,} |")
+        *markdown(["fault", "count", "recovery median s", "worst s", "not recovered",
+                   "re-read records"],
+                  ([r["kind"], r["count"], cell(r["recovery_median_s"], 1),
+                    cell(r["recovery_worst_s"], 1), r["not_recovered"],
+                    f"{r['reread_records']:,}"] for r in summary["per_kind"]), "lrrrrr")]
     lines += ["", "Every fault with its time and what it hit: [`faults.csv`](faults.csv); the "
               "lag every half second: `lag.csv.gz`; all of it: `summary.json`.", ""]
     return "\n".join(lines)
-
-
-def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:,.1f}"

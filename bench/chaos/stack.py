@@ -10,8 +10,8 @@ from pathlib import Path
 
 import config
 from bench.chaos.cluster import SparkCluster
-from bench.errors import BenchFailed
-from bench.processes import GEOPS, Proc, Processes
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import GEOPS, Proc, Processes
 from kafkaio import broker
 
 APP_READY = "ready: the query has started"

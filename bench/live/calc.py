@@ -1,5 +1,5 @@
-"""Pure computations of `geops bench live`: percentiles, the lag verdict, the rate search,
-latency windows, memory growth, the process tree and a fast Publication encoder.
+"""Pure computations of `geops bench live`: the lag verdict, the rate search, latency windows
+around a rebalance, and the growth of memory and lag over a soak.
 
 Nothing here touches Kafka, processes or the clock, so every function has a fast unit test
 (tests/bench/test_live.py).
@@ -7,76 +7,15 @@ Nothing here touches Kafka, processes or the clock, so every function has a fast
 
 from __future__ import annotations
 
-import contextlib
 import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-PERCENTILES = (50, 95, 99)
-
+from bench.harness.latency import latency_summary
 
 # -- latency ---------------------------------------------------------------------------------
-
-def latency_summary(latencies_ms: Sequence[float] | np.ndarray) -> dict[str, float | None]:
-    """{count, p50, p95, p99, max, mean} of latencies in ms (None when there are none)."""
-    a = np.asarray(latencies_ms, dtype=np.float64)
-    if a.size == 0:
-        return {"count": 0, "p50": None, "p95": None, "p99": None, "max": None, "mean": None}
-    p50, p95, p99 = np.percentile(a, PERCENTILES)
-    return {"count": int(a.size), "p50": float(p50), "p95": float(p95), "p99": float(p99),
-            "max": float(a.max()), "mean": float(a.mean())}
-
-
-# -- the cost of a batch ----------------------------------------------------------------------
-
-# A batch of at most this many records is a small (live) one: its fit gives the fixed cost that
-# a person watching a geofence waits for, unmixed with the backlog's large batches.
-SMALL_BATCH = 5_000
-
-
-def fit(records: Sequence[float], ms: Sequence[float]) -> tuple[float, float, float]:
-    """Least squares ms = fixed + per_record × records: (fixed ms, per-record ms, R²)."""
-    x, y = np.asarray(records, float), np.asarray(ms, float)
-    a = np.column_stack([np.ones_like(x), x])
-    (fixed, slope), *_ = np.linalg.lstsq(a, y, rcond=None)
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - float(((y - a @ (fixed, slope)) ** 2).sum()) / ss if ss > 0 else float("nan")
-    return float(fixed), float(slope), r2
-
-
-def batch_cost(batches: Sequence[Mapping]) -> dict[str, float | int | None]:
-    """Fixed and per-record cost of the batch function (``BatchSummary.duration_ms`` against
-    its records) over the batches with records, and the median of the small ones (at most
-    ``SMALL_BATCH`` records). The line is None unless at least three batches whose sizes span
-    a factor of 4 or more fix it: over a narrow range its intercept means nothing."""
-    rows = [(float(b["records"]), float(b["duration_ms"])) for b in batches if b["records"]]
-    small = [r for r in rows if r[0] <= SMALL_BATCH]
-    sizes = [x for x, _ in rows]
-    line = (fit(sizes, [y for _, y in rows])
-            if len(rows) >= 3 and max(sizes) >= 4 * min(sizes) else None)
-    return {"batches": len(rows), "small_batches": len(small),
-            "fixed_ms": line[0] if line else None,
-            "us_per_record": line[1] * 1000 if line else None,
-            "r2": line[2] if line else None,
-            "small_median_ms": float(np.median([y for _, y in small])) if small else None,
-            "small_median_records": float(np.median([x for x, _ in small])) if small else None}
-
-
-def per_second(times_ms: np.ndarray, values: np.ndarray, t0_ms: int, seconds: int
-               ) -> list[dict[str, float | None]]:
-    """Latency summary per whole second since ``t0_ms`` (by ``times_ms``, e.g. event time)."""
-    times_ms = np.asarray(times_ms, dtype=np.int64)
-    values = np.asarray(values, dtype=np.float64)
-    sec = (times_ms - t0_ms) // 1000
-    out = []
-    for s in range(seconds):
-        out.append(latency_summary(values[sec == s]))
-    return out
-
 
 def windows(event_ms: np.ndarray, latency_ms: np.ndarray,
             bounds: Sequence[tuple[str, float, float]]) -> list[dict]:
@@ -107,14 +46,7 @@ def rebalance_windows(start_ms: float, end_ms: float, command_ms: float | None,
             ("after", settle_end, end_ms)]
 
 
-# -- lag -------------------------------------------------------------------------------------
-
-def lag(topic_end: Mapping[int, int], batch_end: Mapping[str | int, int]) -> int:
-    """Records of the topic the app has not processed: end offsets minus the end offsets of
-    its last batch (BatchSummary.source_end_offsets; keys are partition numbers as strings)."""
-    done = {int(p): int(o) for p, o in batch_end.items()}
-    return sum(max(end - done.get(int(p), 0), 0) for p, end in topic_end.items())
-
+# -- the verdict -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Verdict:
@@ -238,19 +170,7 @@ class RateSearch:
         return self.lo
 
 
-# -- memory ----------------------------------------------------------------------------------
-
-def tree_bytes(root: Path) -> int:
-    """Bytes on disk of the files below ``root``: allocated blocks, not the apparent size
-    (Kafka preallocates its index files sparsely at 10 MB each); files that vanish meanwhile
-    count nothing."""
-    total = 0
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file():
-                total += path.stat().st_blocks * 512
-    return total
-
+# -- growth over a soak ----------------------------------------------------------------------
 
 def slope_per_minute(seconds: Sequence[float], values: Sequence[float]) -> float | None:
     """The least-squares slope of ``values`` over time, per minute (None with < 2 points)."""
@@ -268,104 +188,3 @@ def growth(values: Sequence[float], share: float = 0.2) -> dict[str, float | Non
     first, last = float(a[:k].mean()), float(a[-k:].mean())
     return {"first": first, "last": last,
             "growth": (last - first) / first if first else None}
-
-
-_RSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)
-
-
-def rss_kb(status_text: str) -> int:
-    """VmRSS of a /proc/<pid>/status text in kB (0 for a zombie or kernel thread)."""
-    m = _RSS.search(status_text)
-    return int(m.group(1)) if m else 0
-
-
-def parse_stat(text: str) -> tuple[int, int]:
-    """(pid, ppid) of a /proc/<pid>/stat line (the command may contain spaces and ')')."""
-    pid = int(text.split(" ", 1)[0])
-    rest = text.rsplit(")", 1)[1].split()
-    return pid, int(rest[1])
-
-
-def cpu_ticks(text: str) -> int:
-    """CPU time of a /proc/<pid>/stat line in clock ticks: user + system, its own and that of
-    its children it has waited for (utime, stime, cutime, cstime)."""
-    rest = text.rsplit(")", 1)[1].split()
-    return sum(int(x) for x in rest[11:15])
-
-
-def descendants(root: int, parents: Mapping[int, int]) -> list[int]:
-    """``root`` and every process below it, given {pid: ppid}."""
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(sorted(children.get(pid, ())))
-    return out
-
-
-def role(cmdline: str, default: str) -> str:
-    """What a process of the app's tree is, from its command line."""
-    if "java" in cmdline.split(" ", 1)[0] or " org.apache.spark" in cmdline:
-        return "app-jvm"
-    if "pyspark.daemon" in cmdline or "pyspark/daemon" in cmdline or "pyspark.worker" in cmdline:
-        return "app-python-workers"
-    return default
-
-
-# -- encoding --------------------------------------------------------------------------------
-
-def zigzag_varint(n: int) -> bytes:
-    """Avro's encoding of a long."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z & ~0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def encoded_geometry(wkb: bytes) -> bytes:
-    """Avro bytes field: length then data."""
-    return zigzag_varint(len(wkb)) + wkb
-
-
-def publication_bytes(header: bytes, pid: int, geometry_field: bytes, event_ms: int) -> bytes:
-    """A single-object-encoded Publication, as ``codec().encode("Publication", ...)`` makes
-    it, from the schema header and the pre-encoded geometry field; no object (a null
-    ``object_id``: the union's first branch)."""
-    return header + zigzag_varint(pid) + geometry_field + zigzag_varint(event_ms) + b"\x00"
-
-
-def match_event_time(value: bytes, header_len: int = 10) -> int:
-    """The event_time of a single-object-encoded Match record without decoding all of it:
-    publication_id (long), subscription_ids (array of long blocks), event_time (long)."""
-    pos = header_len
-
-    def read_long() -> int:
-        nonlocal pos
-        shift = z = 0
-        while True:
-            b = value[pos]
-            pos += 1
-            z |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-        return (z >> 1) ^ -(z & 1)
-
-    read_long()  # publication_id
-    while True:
-        count = read_long()
-        if count == 0:
-            break
-        if count < 0:  # a block with its byte size: skip it
-            size = read_long()
-            pos += size
-            continue
-        for _ in range(count):
-            read_long()
-    return read_long()

@@ -14,7 +14,7 @@ The ideal run (a second app on fresh topics, no distributor) offers each phase's
 phase's per-partition processing times as measured in the run (second half of the phase),
 commanded before the phase and moved while a few unmeasured batches run: the same stream,
 balanced from its first publication, no move inside the measurement. Capacity on both sides is
-publications per busy second (``churn_calc.window_throughput``).
+publications per busy second (``window_throughput``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ from functools import partial
 
 import numpy as np
 
-from bench.live import calc, churn_calc, live_report, moving_calc
-from bench.live.deployment import Session
-from bench.live.publisher import Log, Publisher, now_ms
-from bench.live.run import Bench, LiveSpec, PhaseResult, find_max_rate, nice, phase
+from bench.harness.batches import window_throughput
+from bench.harness.deployment import Session
+from bench.harness.environment import Bench
+from bench.harness.phase import PhaseResult, nice, phase
+from bench.harness.publisher import Log, Publisher, now_ms
+from bench.live import calc, moving_calc, report
+from bench.live.search import find_max_rate
+from bench.live.spec import LiveSpec
 from distributor.policies import make_policy
 from geops.workload import SkewSpec, Workload, generate_workload
 
@@ -124,7 +128,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
     result.update({"max_rate": best, "verdicts": verdicts, "rate": rate, "plans": plans,
                    "ideal_moves": ideal_moves, "policy": policy.name,
                    "distributor_log": distributor_log})
-    live_report.write_moving(spec, result, log)
+    report.write_moving(spec, result, log)
     return result
 
 
@@ -136,8 +140,8 @@ def summarise(spec: LiveSpec, run: PhaseResult, ideal: list[PhaseResult],
     under the owners in force), capacity of the run and of the ideal, latency before and
     after the phase's first rebalance; the commands with their moves; the verdict."""
     per_phase = moving_calc.count_per_phase([c["time"] for c in commands], bounds)
-    run_cap = [churn_calc.window_throughput(run.batches, a, b) for a, b in bounds]
-    ideal_cap = [churn_calc.window_throughput(p.batches, p.offer.t0_ms,
+    run_cap = [window_throughput(run.batches, a, b) for a, b in bounds]
+    ideal_cap = [window_throughput(p.batches, p.offer.t0_ms,
                                               p.offer.t1_ms + int(p.drain_s * 1000) + 1000)
                  for p in ideal]
     ratio = moving_calc.ideal_ratio(run_cap, ideal_cap)

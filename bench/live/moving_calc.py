@@ -120,7 +120,7 @@ def ideal_owners(policy: Policy, loads: Sequence[float], workers: int
 def ideal_ratio(actual: Sequence[Mapping], ideal: Sequence[Mapping]) -> dict:
     """Capacity (publications per busy second) of the run against the ideal run, per phase and
     over all phases (records over busy time of all of them), from
-    ``churn_calc.window_throughput`` rows; None where a side processed nothing."""
+    ``bench.harness.batches.window_throughput`` rows; None where a side processed nothing."""
     def per_busy(rows: Sequence[Mapping]) -> float | None:
         busy = sum(r["busy_s"] for r in rows)
         return sum(r["records"] for r in rows) / busy if busy > 0 else None

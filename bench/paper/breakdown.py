@@ -15,9 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from bench.harness.csv_tables import Row
 from bench.paper.plan import DYNAMIC_LB_STAL as DYNAMIC
 from bench.paper.plan import STATIC_STAL as STATIC
-from bench.paper.rows import Row, is_plan_run, pipeline_order
+from bench.paper.results import is_plan_run, pipeline_order
 
 
 def run_breakdown(batches: Iterable[Row]) -> dict[str, float]:

@@ -7,17 +7,16 @@ compared on identical work. Rows are appended as runs finish, so an interrupted 
 
 from __future__ import annotations
 
-import csv
 import json
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.errors import PlanConflict
+from bench.harness.csv_tables import append_csv, read_rows
+from bench.harness.errors import PlanConflict
+from bench.harness.machine import machine
 from bench.paper.collect import read_run, run_rows
 from bench.paper.plan import BALANCED, RunSpec
 from bench.paper.runner import DistributorSettings, run
@@ -38,34 +37,10 @@ class Tables:
 
     def done(self) -> dict[str, int]:
         """Publications of each run already in runs.csv, by run id."""
-        if not self.path("runs").exists():
-            return {}
-        with open(self.path("runs")) as fh:
-            return {row["run_id"]: int(row["publications"]) for row in csv.DictReader(fh)}
+        return {row["run_id"]: int(row["publications"]) for row in read_rows(self.path("runs"))}
 
     def append(self, name: str, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        path = self.path(name)
-        fresh = not path.exists()
-        with open(path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            if fresh:
-                writer.writeheader()
-            writer.writerows(rows)
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    import os
-
-    import pyspark
-
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "pyspark": pyspark.__version__,
-            "java": java.splitlines()[0] if java else "unknown",
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        append_csv(self.path(name), rows)
 
 
 def _record_invocation(path: Path, settings: DistributorSettings, resume: bool) -> None:

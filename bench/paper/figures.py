@@ -1,5 +1,6 @@
 """The paper's figures (Fig. 4-8) from the physical runs' CSVs, and Fig. 9 from the simulation:
-matplotlib only; reading and tabulating the rows is ``bench.paper.rows``.
+matplotlib only; reading the rows is ``bench.harness.csv_tables``, tabulating them
+``bench.paper.results``.
 
 Every figure function takes the results directory, writes ``<name>.png`` and ``<name>.csv``
 (the numbers drawn) there and returns the PNG's path, or None with a logged note when the data
@@ -16,24 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+from bench.harness.csv_tables import Row, csv_number, read_rows, write_csv
+from bench.harness.plots import pyplot
 from bench.paper.plan import DYNAMIC_LB_STAL, RUN_MODES, STATIC_STAL
-from bench.paper.rows import (
-    Row,
-    fig8_rows,
-    mode_order,
-    number,
-    pipeline_order,
-    plan_runs,
-    point_table,
-    read_rows,
-    write_csv,
-)
+from bench.paper.results import fig8_rows, mode_order, pipeline_order, plan_runs, point_table
 
+plt = pyplot()
 Log = Callable[[str], None]
 
 # Colour by balancing, line and marker by join location (STRL dashed).
@@ -123,7 +112,7 @@ def fig4_throughput(results_dir: Path, log: Log = print) -> Path | None:
 def fig5_latency(results_dir: Path, log: Log = print) -> Path | None:
     """Fig. 5: mean latency (top) and p99 latency (bottom) vs skew, in seconds."""
     runs = [r for r in plan_runs(read_rows(results_dir / "runs.csv"))
-            if number(r.get("latency_mean_ms")) is not None]
+            if csv_number(r.get("latency_mean_ms")) is not None]
     if not runs:
         log("figures: no run with a latency in runs.csv; Fig. 5 skipped")
         return None
@@ -204,7 +193,7 @@ def fig7_mldc_time(results_dir: Path, log: Log = print) -> Path | None:
     for s in read_rows(results_dir / "status.csv"):
         if s["run_id"] in ids:
             statuses[s["run_id"]].append(s)
-    if not any(number(s["mldc"]) is not None for own in statuses.values() for s in own):
+    if not any(csv_number(s["mldc"]) is not None for own in statuses.values() for s in own):
         log("figures: no sPS MLDC statuses for Static STAL and Dynamic LB STAL; Fig. 7 skipped")
         return None
     fig, axes = _panels(1, len(picked), width=8, height=2.6)
@@ -217,9 +206,9 @@ def fig7_mldc_time(results_dir: Path, log: Log = print) -> Path | None:
             if not own:
                 continue
             t0 = float(own[0]["time_ms"])
-            pts = [((float(s["time_ms"]) - t0) / 1000, number(s["mldc"]), s) for s in own]
+            pts = [((float(s["time_ms"]) - t0) / 1000, csv_number(s["mldc"]), s) for s in own]
             pts = [(t, m, s) for t, m, s in pts if m is not None]
-            threshold = number(own[0]["threshold"])
+            threshold = csv_number(own[0]["threshold"])
             style = mode_style(run["mode"])
             ax.plot([t for t, _, _ in pts], [m for _, m, _ in pts], color=style["color"],
                     label=run["mode"], linewidth=1, marker=".")

@@ -17,19 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.harness.csv_tables import Row, csv_number, read_rows, stored
+from bench.harness.tables import cell, of_values
 from bench.paper import simulate
 from bench.paper.breakdown import gain_breakdown
 from bench.paper.plan import BALANCED, FIRST_PERIODS
-from bench.paper.rows import (
-    Row,
-    mode_order,
-    number,
-    pipeline_order,
-    plan_runs,
-    point_table,
-    read_rows,
-    stored,
-)
+from bench.paper.results import mode_order, pipeline_order, plan_runs, point_table
 from bench.paper.verdicts import (
     GAIN_REQUIRED,
     HIGH_SKEW,
@@ -42,7 +35,6 @@ from bench.paper.verdicts import (
     streaming,
     targets,
 )
-from bench.tables import cell, of_values
 
 FIGURES = (
     ("fig4_throughput", "Fig. 4: throughput vs skew coefficient, per pipeline and mode"),
@@ -167,9 +159,9 @@ def _simulation(results_dir: Path) -> list[str]:
                         "overhead STAL/STRL ms", "move ms (source)", "B", "partitions match"],
                        [[c["pipeline"], c["repeat"],
                          f"{float(c['ns_per_item_mean']):,.0f} ({float(c['ns_per_item_min']):,.0f}"
-                         f"–{float(c['ns_per_item_max']):,.0f})", number(c["build_ms_mean"]),
-                         f"{cell(number(c['overhead_stal_ms']), 0)} / "
-                         f"{cell(number(c['overhead_strl_ms']), 0)}",
+                         f"–{float(c['ns_per_item_max']):,.0f})", csv_number(c["build_ms_mean"]),
+                         f"{cell(csv_number(c['overhead_stal_ms']), 0)} / "
+                         f"{cell(csv_number(c['overhead_strl_ms']), 0)}",
                          f"{float(c['move_ms']):,.0f} ({c['move_source']})", c["batch_records"],
                          c["partition_items_match"] or "not checked"] for c in costs])
     check = read_rows(results_dir / "simulation_check.csv")

@@ -3,7 +3,7 @@
 Each run gets its own local broker (nothing of one run's data outlives it, over hundreds of
 runs), its own topics and checkpoint. The distributor and the app
 run as separate processes, exactly as a user runs them (`geops distributor`, `geops app`),
-started and ended by ``bench.processes``; their logs are kept beside the run's data.
+started and ended by ``bench.harness.processes``; their logs are kept beside the run's data.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 import config
-from bench.errors import RunFailed
+from bench.harness.errors import RunFailed
+from bench.harness.processes import GEOPS, Processes
+from bench.harness.reap import reap
 from bench.paper.plan import RunSpec
-from bench.processes import GEOPS, Processes
-from bench.reap import reap
 from geops.model import Publications
 from geops.workload import Workload
 from kafkaio.sender import produce_records

@@ -4,7 +4,7 @@ The physical runs measure what each static partition costs on this machine (2 wo
 simulation replays those costs over a paper-scale stream through the real distributor engine
 and policy, and times every micro-batch by its slowest worker. This module is the simulator;
 ``simulate_costs`` builds its cost model from the physical runs, ``simulate_sweep`` runs Fig. 9's
-sweep and ``simulate_adaptive`` the adaptive distributor's comparison.
+sweep; the study ``bench.studies.simulate_adaptive`` compares the adaptive distributor.
 
 Assumptions (printed verbatim in the report):
 

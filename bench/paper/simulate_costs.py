@@ -12,12 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.paper.rows import (
-    Row,
-    is_plan_run,
-    iter_rows,
-    read_rows,
-)
+from bench.harness.csv_tables import Row, iter_rows, read_rows
+from bench.paper.results import is_plan_run
 from bench.paper.simulate import (
     COST_MODE,
     COST_SKEW,

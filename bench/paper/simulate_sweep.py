@@ -12,12 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.csv_tables import write_csv
 from bench.paper.plan import MODES
-from bench.paper.rows import (
-    mode_order,
-    pipeline_order,
-    write_csv,
-)
+from bench.paper.results import mode_order, pipeline_order
 from bench.paper.simulate import (
     COST_MODE,
     HOT_WORKERS,

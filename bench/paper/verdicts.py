@@ -1,6 +1,6 @@
 """The verdicts of the results README: the targets the project set, the paper's claims, how
 complete a matrix is, how its Dynamic LB STAL runs rebalanced, the first-period A/B and the
-simulation's claims, each computed from the rows of the results CSVs (``bench.paper.rows``).
+simulation's claims, each computed from the rows of the results CSVs (``bench.paper.results``).
 
 Comparisons of modes use only the repeats every compared point has (see ``_common``).
 ``bench.paper.paper_report`` renders these as Markdown.
@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bench.harness.csv_tables import Row, csv_number
 from bench.paper.plan import (
     AB_LABEL,
     BALANCED,
@@ -27,7 +28,7 @@ from bench.paper.plan import (
 )
 from bench.paper.plan import DYNAMIC_LB_STAL as LB
 from bench.paper.plan import STATIC_STAL as STATIC
-from bench.paper.rows import Row, fig8_rows, number, pipeline_order
+from bench.paper.results import fig8_rows, pipeline_order
 
 HIGH_SKEW = 0.7         # "every skew >= 0.7" in the targets
 GAIN_REQUIRED = 1.4     # Dynamic LB STAL / Static STAL at the highest skew
@@ -44,7 +45,7 @@ def _per_repeat(rows: Iterable[Row], column: str) -> Repeats:
     """``column`` of each repeat per (pipeline, mode, skew)."""
     out: Repeats = defaultdict(dict)
     for r in rows:
-        value = number(r.get(column))
+        value = csv_number(r.get(column))
         if value is not None:
             out[(r["pipeline"], r["mode"], float(r["skew"]))][int(r["repeat"])] = value
     return out
@@ -230,11 +231,11 @@ def rebalance_runs(runs: Iterable[Row], status: Iterable[Row]) -> list[dict[str,
         if run["mode"] != LB:
             continue
         own = sorted(periods.get(run["run_id"], []), key=lambda s: int(s["period"]))
-        values = [(int(s["period"]), number(s["mldc"]), s["decision"]) for s in own]
+        values = [(int(s["period"]), csv_number(s["mldc"]), s["decision"]) for s in own]
         first = next((k for k, _, d in values if d == "rebalance"), None)
         before = [m for k, m, _ in values if m is not None and (first is None or k <= first)]
         after = [m for k, m, _ in values if m is not None and first is not None and k > first]
-        threshold = number(own[0]["threshold"]) if own else None
+        threshold = csv_number(own[0]["threshold"]) if own else None
         rebalances = int(run["rebalances"])
         over_after = sum(m > threshold for m in after) if threshold is not None else 0
         if not own:

@@ -4,7 +4,12 @@ analyses that a page quotes, kept apart from the ``geops bench`` commands.
 Each module is run from the repository's root with the project's ``.venv`` active, as
 ``python -m bench.studies.<module> [arguments]``, and prints or writes what its page quotes.
 Those that read a results directory take it as their argument and read its tables through
-``bench.paper.rows`` (so ``loads.csv.gz`` and tables stored in parts work as ``loads.csv``).
+``bench.harness.csv_tables`` (so ``loads.csv.gz`` and tables stored in parts work as
+``loads.csv``).
+
+A study imports the harness (``bench.harness``), the product's packages and, of a command,
+only its package's public surface (``from bench.paper import ...``), never another study:
+what two studies share belongs to the harness (tests/bench/test_bench_layers.py).
 
 - ``ab_decode [DIR]``: the one-pass decoder A/B (``docs/results/ab-decode-2026-11-25/``).
 - ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``);
@@ -12,10 +17,14 @@ Those that read a results directory take it as their argument and read its table
 - ``hot_partitions``, ``hot_partitions_physical``, ``hot_split``: replication and the
   migration-aware policies (``docs/results/hot-partitions/``,
   ``docs/results/adaptive/physical/full-size/``).
+- ``simulate_adaptive``: the adaptive distributor against Static STAL and Table 1's, simulated
+  over the physical runs' cost models (``docs/results/adaptive/``).
 - ``static_memory``: what a worker's Python process holds per subscription
   (``docs/results/scale/``).
 - ``eventlog stages|tasks EVENTS``: per-batch stage times, or per-task metrics, from a Spark
   event log (decompressed JSON lines).
+- ``cost_model``, ``real_time_mode``: the fixed and per-record cost of each stage of a batch,
+  and what Spark's real-time mode would run instead (``docs/results/live/costs/``).
 - ``cold_start``: how fast the app answers the first publications after it says it is ready
   (``docs/results/live/cold-start/``).
 - ``cpu_by_process``: CPU seconds of the broker, Spark's Python workers and the driver over
@@ -23,20 +32,3 @@ Those that read a results directory take it as their argument and read its table
 - ``profile_route``, ``profile_churn``: where a stream-side task's time goes (decode, checks,
   routing), and where applying subscription changes goes, outside Spark.
 """
-
-from __future__ import annotations
-
-import sys
-from collections.abc import Callable
-from pathlib import Path
-
-
-def print_lines(analysis: Callable[[Path], list[str]], argv: list[str] | None,
-                default: Path | None = None) -> None:
-    """A module's ``main``: print the lines ``analysis`` makes of the results directory named
-    by the one argument (``default`` without one)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) > 1 or (not args and default is None):
-        raise SystemExit(f"usage: python -m bench.studies.{Path(sys.argv[0]).stem} "
-                         + ("[DIR]" if default is not None else "DIR"))
-    print("\n".join(analysis(Path(args[0]) if args else default)))

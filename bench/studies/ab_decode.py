@@ -17,10 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from statistics import mean
 
-from bench.paper.breakdown import run_breakdown
-from bench.paper.plan import DYNAMIC_LB_STAL, STATIC_STAL
-from bench.paper.rows import Row, read_rows
-from bench.studies import print_lines
+from bench.harness.csv_tables import Row, read_rows
+from bench.paper import DYNAMIC_LB_STAL, STATIC_STAL, run_breakdown
 
 DIR = Path("docs/results/ab-decode-2026-11-25")
 HISTORY = "417aaa7"  # the last commit whose tree holds both sides in DIR
@@ -76,14 +74,16 @@ def report(directory: Path = DIR, sides: tuple[str, str] = SIDES) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1:
+        raise SystemExit("usage: python -m bench.studies.ab_decode [DIR]")
     directory = Path(args[0]) if args else DIR
     missing = [side for side in SIDES if not (directory / side).is_dir()]
-    if len(args) <= 1 and missing:
+    if missing:
         raise SystemExit(f"no {', '.join(missing)} in {directory}; both sides are "
                          f"in git history: mkdir -p /tmp/ab && git archive {HISTORY} {DIR} | "
                          f"tar -x -C /tmp/ab, then python -m bench.studies.ab_decode "
                          f"/tmp/ab/{DIR}")
-    print_lines(report, argv, default=DIR)
+    print("\n".join(report(directory)))
 
 
 if __name__ == "__main__":

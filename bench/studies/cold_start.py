@@ -13,10 +13,8 @@ Usage: ``python -m bench.studies.cold_start --tree old=/work/wt-old --tree new=/
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.paper.rows import gzip_beside
-from bench.studies.read_ab import app_topics, geops
+from bench.harness.csv_tables import columns, write_csv
+from bench.harness.trees import app_topics, generate, geops, trees_of
 from geops.avro_input import read_publications_avro
 from kafkaio import broker
 from kafkaio.dump import by_schema
@@ -92,14 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=float, default=3,
                         help="seconds of the stream that count as its head")
     args = parser.parse_args(argv)
-    trees = [(n, Path(d).resolve()) for n, d in (t.split("=", 1) for t in args.tree)]
+    trees = trees_of(args.tree)
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cold-start-"))
     args.workload = work / "workload"
-    subprocess.run([sys.executable, "-m", "cli.main", "generate", "--out", str(args.workload),
-                    "--subscriptions", "10000", "--publications", "20000", "--partitions",
-                    "64", "--workers", "2", "--seed", "7"], check=True,
-                   stdout=subprocess.DEVNULL)
+    generate(args.workload, 20_000)
     pubs, _, _ = read_publications_avro(args.workload / "publications.avro")
     args.pubs = list(publication_records(pubs))
     info, _ = broker.start(work / "broker", port=0)
@@ -113,11 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(row, flush=True)
     finally:
         broker.stop(work / "broker")
-    with open(args.out / "runs.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, sorted({k for r in rows for k in r}))
-        writer.writeheader()
-        writer.writerows(rows)
-    gzip_beside(args.out / "runs.csv")
+    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
     print(f"\n{'tree':<12} {'ready s':>10} {'head p50':>16} {'head p99':>16} "
           f"{'rest p50':>16} {'rest p99':>16}   (ms, one value per repeat)")
     for name, _ in trees:

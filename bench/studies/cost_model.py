@@ -33,9 +33,6 @@ and prints the fitted table; ``fit`` prints it again from ``runs.csv.gz``.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
-import io
 import json
 import os
 import re
@@ -48,9 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.live.calc import SMALL_BATCH as SMALL
-from bench.live.calc import fit
-from bench.studies import eventlog
+from bench.harness import eventlog, tables
+from bench.harness.batches import SMALL_BATCH as SMALL
+from bench.harness.batches import fit
+from bench.harness.csv_tables import read_rows, write_csv
+from bench.harness.tables import number
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
@@ -237,35 +236,27 @@ def cost_table(rows: Sequence[Mapping[str, Any]], skip: int = 3
     return out, used
 
 
-def _num(v: float, digits: int = 1) -> str:
-    return f"{v:,.{digits}f}"
-
-
 def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]],
              at: Sequence[int] = (200, 5000), load: float = 0.7) -> list[str]:
     """The two tables (wall-time stages with the total; task parts) and what the fixed cost
     means for latency at ``load``."""
     sizes = [int(r["records"]) for r in used]
-    head = (f"| stage | covers | fixed ms | µs / record | R² | fixed ms, ≤ {SMALL:,} records | "
-            + " | ".join(f"ms at {n:,}" for n in at) + " |")
-    rule = "|---|---|---:|---:|---:|---:|" + "---:|" * len(at)
-    lines = [f"{len(used)} batches, {min(sizes):,} to {max(sizes):,} records "
-             f"(median {int(np.median(sizes)):,}).", "", head, rule]
     tasks = {c for c, _ in TASK_PARTS}
-    for t in table:
-        if t["column"] in tasks:
-            continue
-        bold = "**" if t["column"] == "trigger" else ""
-        cells = [bold + t["stage"] + bold, t["what"], _num(t["fixed_ms"]),
-                 _num(t["us_per_record"], 2), _num(t["r2"], 2), _num(t["small_fixed_ms"]),
-                 *(_num(t["fixed_ms"] + t["us_per_record"] * n / 1000, 0) for n in at)]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| task part (core-ms, summed over the stage's tasks) | fixed ms | µs / record "
-              "| R² |", "|---|---:|---:|---:|"]
-    for t in table:
-        if t["column"] in tasks:
-            lines.append(f"| {t['stage']} | {_num(t['fixed_ms'])} | "
-                         f"{_num(t['us_per_record'], 2)} | {_num(t['r2'], 2)} |")
+    lines = [f"{len(used)} batches, {min(sizes):,} to {max(sizes):,} records "
+             f"(median {int(np.median(sizes)):,}).", "",
+             *tables.markdown(
+                 ["stage", "covers", "fixed ms", "µs / record", "R²",
+                  f"fixed ms, ≤ {SMALL:,} records", *(f"ms at {n:,}" for n in at)],
+                 ([("**" + t["stage"] + "**") if t["column"] == "trigger" else t["stage"],
+                   t["what"], number(t["fixed_ms"], ",.1f"), number(t["us_per_record"], ",.2f"),
+                   number(t["r2"], ",.2f"), number(t["small_fixed_ms"], ",.1f"),
+                   *(number(t["fixed_ms"] + t["us_per_record"] * n / 1000) for n in at)]
+                  for t in table if t["column"] not in tasks), "llrrrr" + "r" * len(at)),
+             "", *tables.markdown(
+                 ["task part (core-ms, summed over the stage's tasks)", "fixed ms",
+                  "µs / record", "R²"],
+                 ([t["stage"], number(t["fixed_ms"], ",.1f"), number(t["us_per_record"], ",.2f"),
+                   number(t["r2"], ",.2f")] for t in table if t["column"] in tasks), "lrrr")]
     total = next(t for t in table if t["column"] == "trigger")
     f_ms, b_us = total["fixed_ms"], total["us_per_record"]
     capacity = 1e6 / b_us if b_us > 0 else float("inf")
@@ -285,20 +276,13 @@ def markdown(table: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any
 # -- files --------------------------------------------------------------------------------------
 
 def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
-    with gzip.GzipFile(path, "wb", mtime=0) as fh:   # the same rows give the same bytes
-        fh.write(buf.getvalue().encode())
+    write_csv(path, [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+                     for r in rows])
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt") as fh:
-        rows = list(csv.DictReader(fh))
     return [{k: (v if k == "trigger_start" else float(v or "nan")) for k, v in r.items()}
-            for r in rows]
+            for r in read_rows(path)]
 
 
 def session_dir(workdir: Path) -> Path:
@@ -332,11 +316,11 @@ def summaries_of(workdir: Path) -> list[dict[str, Any]]:
         print(f"{topic} is gone; the phases' batches.csv instead", file=sys.stderr)
     finally:
         broker.stop(state)
-    with open(workdir / "bench-out" / "batches.csv") as fh:
-        return [{"batch_id": int(r["batch_id"]), "records": int(r["records"]), "items": "",
-                 "start_time": int(r["start_ms"]), "job_ms": float(r["job_ms"]),
-                 "write_ms": float(r["write_ms"]), "duration_ms": float(r["duration_ms"]),
-                 "join_stage_ms": float(r["join_stage_ms"])} for r in csv.DictReader(fh)]
+    return [{"batch_id": int(r["batch_id"]), "records": int(r["records"]), "items": "",
+             "start_time": int(r["start_ms"]), "job_ms": float(r["job_ms"]),
+             "write_ms": float(r["write_ms"]), "duration_ms": float(r["duration_ms"]),
+             "join_stage_ms": float(r["join_stage_ms"])}
+            for r in read_rows(workdir / "bench-out" / "batches.csv")]
 
 
 class Capture(threading.Thread):

@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 
-TCK = os.sysconf("SC_CLK_TCK")
+from bench.harness.procfs import CLOCK_TICKS, cpu_ticks
 
 
 def kind_of(cmdline: str) -> str | None:
@@ -26,12 +26,6 @@ def kind_of(cmdline: str) -> str | None:
     return None
 
 
-def cpu_seconds(stat: str) -> float:
-    """utime + stime + cutime + cstime of a /proc/<pid>/stat line, in seconds."""
-    fields = stat.rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / TCK
-
-
 def scan(seen: dict[str, tuple[str, float]]) -> None:
     """Record the CPU time so far of every process of the run, by pid."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -41,7 +35,7 @@ def scan(seen: dict[str, tuple[str, float]]) -> None:
             if kind is None:
                 continue
             with open(f"/proc/{pid}/stat") as fh:
-                seen[pid] = (kind, cpu_seconds(fh.read()))
+                seen[pid] = (kind, cpu_ticks(fh.read()) / CLOCK_TICKS)
         except (FileNotFoundError, ProcessLookupError):
             pass
 

@@ -38,24 +38,29 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, HOT_SPOT, STATIC_STAL
-from bench.paper.rows import gzip_beside, read_rows, write_csv
-from bench.paper.simulate import (
+from bench.harness.csv_tables import gzip_beside, read_rows, write_csv
+from bench.harness.plots import pyplot
+from bench.paper import (
+    ADAPTIVE,
     COST_MODE,
+    DYNAMIC_LB_STAL,
+    HOT_SPOT,
     HOT_WORKERS,
     PARTITIONER,
     PERIOD_S,
     PUBLICATIONS,
-    SKEWS,
+    SIMULATED_SKEWS,
+    STATIC_STAL,
     WORKERS,
     CostModel,
     Log,
+    WorkloadKey,
+    Workloads,
+    cost_models,
+    point_workload,
     scenario_trace,
     simulate_mode,
 )
-from bench.paper.simulate_costs import cost_models
-from bench.paper.simulate_sweep import point_workload
-from bench.paper.workloads import WorkloadKey, Workloads
 from config.choices import POLICIES
 from schemas.assignment import owners_of
 
@@ -80,7 +85,8 @@ def final_owners(run) -> tuple[int, int]:
 
 
 def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, ...] = tuple(
-        POLICIES), pipelines: tuple[str, ...] = PIPELINES, skews: tuple[float, ...] = SKEWS,
+        POLICIES), pipelines: tuple[str, ...] = PIPELINES,
+        skews: tuple[float, ...] = SIMULATED_SKEWS,
         moving_skew: float | None = MOVING_SKEW, workers: int = WORKERS,
         hot_workers: int = HOT_WORKERS, publications: int = PUBLICATIONS,
         min_duration_s: float = MIN_DURATION_S, period_s: float = PERIOD_S,
@@ -185,11 +191,7 @@ def summarise(out_dir: Path) -> Path:
     point (mean, min), the final MLDC (mean, max), partitions and MB moved, replicated
     partitions at the end and rebalances; and a plot (throughput over greedy, and the largest
     final MLDC, per skew)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out_dir = Path(out_dir)
     rows = read_rows(out_dir / "hot_partitions.csv")
     point = {(r["pipeline"], r["scenario"], r["workers"], r["skew"], r["repeat"],
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", nargs="*", default=list(PIPELINES))
     parser.add_argument("--policies", nargs="*", default=list(POLICIES))
     parser.add_argument("--adaptive-policies", nargs="*", default=list(ADAPTIVE_POLICIES))
-    parser.add_argument("--skews", nargs="*", type=float, default=list(SKEWS))
+    parser.add_argument("--skews", nargs="*", type=float, default=list(SIMULATED_SKEWS))
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--no-moving", action="store_true", help="skip the moving hot spot")
     parser.add_argument("--summary-only", action="store_true",

@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, REPLICATE, STATIC_STAL
-from bench.paper.rows import iter_rows, read_rows, stored, write_csv
-from bench.tables import cell
+from bench.harness.csv_tables import iter_rows, read_rows, stored, write_csv
+from bench.harness.tables import cell
+from bench.paper import ADAPTIVE, DYNAMIC_LB_STAL, REPLICATE, STATIC_STAL
 
 MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE, REPLICATE)
 

@@ -25,8 +25,6 @@ that must ship to k - 1 new owners. Pure computation, no Spark or broker; second
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from bench.tables import markdown
+from bench.harness.csv_tables import write_csv
+from bench.harness.tables import markdown
 from geops.model import Publications, Subscriptions
 from geops.partitioning.kdbtree import build_kdbtree
 from geops.partitioning.tree import SpatialPartitioner
@@ -234,15 +233,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    publications=args.publications, workers=args.workers,
                    partitions=args.partitions, ks=args.ways)
     args.out.mkdir(parents=True, exist_ok=True)
-    with gzip.open(args.out / "divisions.csv.gz", "wt", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
-        w.writeheader()
-        w.writerows(asdict(r) for r in rows)
+    write_csv(args.out / "divisions.csv.gz", [asdict(r) for r in rows])
     summ = summary(rows)
-    with open(args.out / "summary.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(summ[0]))
-        w.writeheader()
-        w.writerows(summ)
+    write_csv(args.out / "summary.csv", summ)
     print(table(summ))
 
 

@@ -1,9 +1,8 @@
 """Two versions of the app read the same workload, interleaved: backlog throughput and live
 latency, each version's repeats side by side, and the ratio new/old with its spread.
 
-Each tree is a checkout of geops (e.g. a git worktree at an older commit) run with this
-interpreter and ``PYTHONPATH`` pointing at the tree, so both use the same installed packages.
-Per repeat and tree, on one local broker with topics of their own:
+Each tree is a checkout of geops, run as ``bench.harness.trees`` runs one. Per repeat and tree,
+on one local broker with topics of their own:
 
 - **backlog**: the subscriptions and ``--publications`` publications are written first, then the
   app drains them at ``--per-trigger`` records per batch; throughput = the records of the
@@ -19,11 +18,8 @@ Prints one table; writes ``runs.csv.gz`` (one row per run) to ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,37 +29,13 @@ from pathlib import Path
 import numpy as np
 
 import config
+from bench.harness.csv_tables import columns, write_csv
+from bench.harness.trees import app_topics, generate, geops, trees_of
 from kafkaio import broker
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender, produce_records
 from schemas import codec
 from schemas.records import publication_records
-
-
-def geops(tree: Path, env: dict[str, str], *args: str, log: Path | None = None,
-          wait: bool = True) -> subprocess.Popen | None:
-    """Run ``geops ARGS`` from ``tree``; wait for it unless ``wait`` is False."""
-    out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=tree, env=env,
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    if not wait:
-        return proc
-    if proc.wait() != 0:
-        raise RuntimeError(f"geops {' '.join(args)} failed in {tree} (log {log})")
-    return None
-
-
-def app_topics(tree: Path, address: str, work: Path, prefix: str, workload: Path, log: Path
-               ) -> tuple[dict[str, str], config.Config]:
-    """The environment that runs ``tree``'s geops on topics of their own (``prefix``), those
-    topics created and the workload's subscriptions loaded; with its configuration."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "GEOPS_BOOTSTRAP_SERVERS": address,
-           "GEOPS_STATE_DIR": str(work / prefix), "GEOPS_SPARK_UI": "off"}
-    for logical in config.TOPICS:
-        env[f"GEOPS_{logical.upper()}_TOPIC"] = f"{prefix}{logical.replace('_', '-')}"
-    geops(tree, env, "topics", "create", "--publications-partitions", "4", log=log)
-    geops(tree, env, "subscribe", "--file", str(workload / "subscriptions.avro"), log=log)
-    return env, config.load(environ=env)
 
 
 def summaries(cfg: config.Config, app_id: str) -> list[dict]:
@@ -142,14 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--live-strategies", default="sPIS")
     args = parser.parse_args(argv)
-    trees = [(n, Path(d).resolve()) for n, d in (t.split("=", 1) for t in args.tree)]
+    trees = trees_of(args.tree)
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="read-ab-"))
     args.workload = work / "workload"
-    subprocess.run([sys.executable, "-m", "cli.main", "generate", "--out", str(args.workload),
-                    "--subscriptions", "10000", "--publications", str(args.publications),
-                    "--partitions", "64", "--workers", "2", "--seed", "7"], check=True,
-                   stdout=subprocess.DEVNULL)
+    generate(args.workload, args.publications)
     from geops.avro_input import read_publications_avro
 
     args.pubs, _, _ = read_publications_avro(args.workload / "publications.avro")
@@ -171,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(row, flush=True)
     finally:
         broker.stop(work / "broker")
-    keys = sorted({k for r in rows for k in r})
-    with gzip.open(args.out / "runs.csv.gz", "wt", newline="") as fh:
-        w = csv.DictWriter(fh, keys)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
     base = trees[0][0]
     print(f"\n{'kind':<8} {'strategy':<7} {'measure':<8} " +
           " ".join(f"{n:>22}" for n, _ in trees) + "   ratio to " + base)

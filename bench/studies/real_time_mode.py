@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.harness.tables import markdown
 from kafkaio import broker
 
 RECORDS = 200
@@ -189,8 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         broker.stop(work / "broker")
     if args.out:
-        lines = ["| query shape | what Spark did |", "|---|---|",
-                 *(f"| {n} | {r.replace('|', '/')} |" for n, r in rows)]
+        lines = markdown(["query shape", "what Spark did"],
+                         [[n, r.replace("|", "/")] for n, r in rows])
         args.out.write_text("\n".join(lines) + "\n")
 
 

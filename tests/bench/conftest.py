@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.csv_tables import write_csv
+from bench.harness.reap import stop_group
 from bench.paper.plan import MODES
-from bench.paper.rows import write_csv
-from bench.reap import stop_group
 
 PIPELINES = ("sPS", "sPIS")
 SKEWS = (0.5, 0.7, 0.9)

@@ -10,8 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.live import calc, churn_calc
-from bench.live.churn_calc import NEW, TOMBSTONE, UPDATE
+from bench.churn import calc
+from bench.churn.calc import NEW, TOMBSTONE, UPDATE
+from bench.harness.batches import window_throughput
+from bench.harness.encoding import encoded_geometry
+from bench.harness.procfs import cpu_ticks
 from schemas import codec
 from schemas.records import relation_symbols
 from tests.bench.conftest import assert_nothing_left, run_geops_bench
@@ -23,7 +26,7 @@ RELATIONS = (0, 1, 2, 5)
 
 def test_mix_follows_its_live_set_and_keeps_its_size():
     live = {i: 5 for i in range(100)}
-    mix = churn_calc.ChangeMix(live, n_geoms=7, relations=RELATIONS, seed=1)
+    mix = calc.ChangeMix(live, n_geoms=7, relations=RELATIONS, seed=1)
     mine = dict(live)
     for _ in range(20_000):
         op, sid, geom, rel = mix.next()
@@ -44,7 +47,7 @@ def test_mix_follows_its_live_set_and_keeps_its_size():
 
 
 def test_mix_new_ids_never_reuse_an_id_and_geometries_cycle():
-    mix = churn_calc.ChangeMix({3: 0, 10: 1}, n_geoms=3, relations=RELATIONS,
+    mix = calc.ChangeMix({3: 0, 10: 1}, n_geoms=3, relations=RELATIONS,
                                shares=(1, 0, 0))
     got = [mix.next() for _ in range(5)]
     assert [g[1] for g in got] == [11, 12, 13, 14, 15]
@@ -52,21 +55,21 @@ def test_mix_new_ids_never_reuse_an_id_and_geometries_cycle():
 
 
 def test_mix_with_no_live_id_writes_new_ones_and_is_deterministic():
-    mix = churn_calc.ChangeMix({}, n_geoms=2, relations=RELATIONS, shares=(0, 1, 1), seed=3)
+    mix = calc.ChangeMix({}, n_geoms=2, relations=RELATIONS, shares=(0, 1, 1), seed=3)
     assert mix.next()[0] == NEW  # nothing to update or remove yet
-    a, b = (churn_calc.ChangeMix({i: 0 for i in range(9)}, 4, RELATIONS, seed=9)
+    a, b = (calc.ChangeMix({i: 0 for i in range(9)}, 4, RELATIONS, seed=9)
             for _ in range(2))
     assert [a.next() for _ in range(50)] == [b.next() for _ in range(50)]
     with pytest.raises(ValueError):
-        churn_calc.ChangeMix({}, 2, RELATIONS, shares=(0, 0, 0))
+        calc.ChangeMix({}, 2, RELATIONS, shares=(0, 0, 0))
 
 
 @pytest.mark.parametrize("sid,rel", [(0, 0), (7, 8), (13_000_000_007, 5), (-2, 3)])
 def test_subscription_bytes_equal_the_codec(sid, rel):
     c = codec()
     wkb = bytes(range(33)) * 2
-    got = churn_calc.subscription_bytes(c.header("Subscription"), sid,
-                                        calc.encoded_geometry(wkb), rel)
+    got = calc.subscription_bytes(c.header("Subscription"), sid,
+                                        encoded_geometry(wkb), rel)
     record = {"id": sid, "geometry": wkb, "relation": relation_symbols()[rel]}
     assert got == c.encode("Subscription", record)
     assert c.decode(got)[1] == {**record, "detect": [], "distance_m": None}
@@ -76,10 +79,10 @@ def test_subscription_bytes_equal_the_codec(sid, rel):
 
 
 def test_odd_rounds_run_the_levels_in_reverse():
-    assert churn_calc.level_order([0, 100, 1000], 3) == [
+    assert calc.level_order([0, 100, 1000], 3) == [
         (0, 0), (0, 100), (0, 1000), (1, 1000), (1, 100), (1, 0), (2, 0), (2, 100),
         (2, 1000)]
-    assert churn_calc.level_order([0, 5], 1) == [(0, 0), (0, 5)]
+    assert calc.level_order([0, 5], 1) == [(0, 0), (0, 5)]
 
 
 # -- throughput over a window ----------------------------------------------------------------
@@ -94,13 +97,13 @@ def _b(bid, start, end, records=0, duration=None, offsets=None):
 def test_window_throughput_counts_the_batches_that_ended_in_it():
     batches = [_b(0, 0, 400, 100), _b(1, 500, 900, 200), _b(2, 1000, 1300, 300),
                _b(3, 1900, 2100, 999)]
-    w = churn_calc.window_throughput(batches, 0, 2000)
+    w = window_throughput(batches, 0, 2000)
     assert w["batches"] == 3 and w["records"] == 600
     assert w["processed_rate"] == 300          # 600 in 2 s
     assert w["busy_s"] == pytest.approx(1.1) and w["busy_share"] == pytest.approx(1.1 / 2)
     assert w["per_busy_s"] == pytest.approx(600 / 1.1)
     assert w["batch_ms_mean"] == pytest.approx(1100 / 3)
-    empty = churn_calc.window_throughput([], 0, 1000)
+    empty = window_throughput([], 0, 1000)
     assert empty["records"] == 0 and empty["per_busy_s"] is None
 
 
@@ -112,12 +115,12 @@ def test_a_change_takes_effect_in_the_first_batch_whose_offsets_exceed_it():
                _b(2, 2000, 2300, offsets={"0": 13}), _b(3, 2500, 2600, offsets={"0": 14})]
     written = np.array([900, 1100, 1600, 1990, 2450, 2700])
     offsets = np.array([9, 10, 11, 12, 13, 14])
-    e = churn_calc.time_to_effect(written, np.zeros(6, int), offsets, batches)
+    e = calc.time_to_effect(written, np.zeros(6, int), offsets, batches)
     assert e.effect_ms[:5].tolist() == [1000, 2000, 2000, 2000, 2500]
     assert np.isnan(e.effect_ms[5]) and e.censored == 1
     # batches started after the write, up to the effect one: next batch = 1
     assert e.batches[:5].tolist() == [1, 2, 1, 1, 1]
-    s = churn_calc.effect_summary(written, e, trigger_ms=500)
+    s = calc.effect_summary(written, e, trigger_ms=500)
     assert s["changes"] == 6 and s["effective"] == 5 and s["censored"] == 1
     ms = np.array([100, 900, 400, 10, 50], float)
     assert s["tte_p50_ms"] == pytest.approx(np.percentile(ms, 50))
@@ -127,9 +130,9 @@ def test_a_change_takes_effect_in_the_first_batch_whose_offsets_exceed_it():
 
 def test_a_batch_that_read_the_change_after_stamping_its_start_counts_as_zero_batches():
     batches = [_b(0, 1000, 1200, offsets={"0": 5})]
-    e = churn_calc.time_to_effect(np.array([1003]), np.array([0]), np.array([4]), batches)
+    e = calc.time_to_effect(np.array([1003]), np.array([0]), np.array([4]), batches)
     assert e.effect_ms.tolist() == [1000] and e.batches.tolist() == [0]
-    s = churn_calc.effect_summary(np.array([1003]), e, 500)
+    s = calc.effect_summary(np.array([1003]), e, 500)
     assert s["tte_p50_ms"] == -3
 
 
@@ -139,12 +142,12 @@ def test_time_to_effect_per_partition_replays_and_unknown_offsets():
                _b(1, 260, 300, offsets={"0": 3, "1": 2}),   # a replay: the first start counts
                _b(2, 400, 450, offsets={}),                  # not known: no effect, no regress
                _b(3, 500, 550, offsets={"0": 4, "1": 2})]
-    e = churn_calc.time_to_effect(np.array([50, 60, 70, 300]), np.array([0, 1, 1, 0]),
+    e = calc.time_to_effect(np.array([50, 60, 70, 300]), np.array([0, 1, 1, 0]),
                                   np.array([2, 1, 2, 3]), batches)
     assert e.effect_ms[:2].tolist() == [100, 200] and np.isnan(e.effect_ms[2])
     assert e.effect_ms[3] == 500 and e.batches[3] == 2
-    assert len(churn_calc.batch_table(batches)) == 4
-    none = churn_calc.time_to_effect(np.array([1]), np.array([0]), np.array([0]), [])
+    assert len(calc.batch_table(batches)) == 4
+    none = calc.time_to_effect(np.array([1]), np.array([0]), np.array([0]), [])
     assert none.censored == 1
 
 
@@ -160,7 +163,7 @@ def test_ratios_are_of_round_means_to_the_same_cells_zero_level():
                          "per_busy_s": 2 * thr, "p99_ms": None})
     rows.append({"strategy": "RIsPS", "join": "STAL", "round": 0, "change_rate": 1000,
                  "processed_rate": 5, "per_busy_s": None, "p99_ms": 1.0})
-    out = churn_calc.with_ratios(rows, ("processed_rate", "per_busy_s", "p99_ms"))
+    out = calc.with_ratios(rows, ("processed_rate", "per_busy_s", "p99_ms"))
     by = {(r["strategy"], r["change_rate"]): r for r in out}
     assert by[("sPIS", 0)]["processed_rate"] == 1050 and by[("sPIS", 0)]["rounds"] == 2
     assert by[("sPIS", 1000)]["throughput_ratio"] == pytest.approx(950 / 1050)
@@ -236,9 +239,9 @@ def test_tiny_churn_bench_end_to_end(tmp_path: Path):
 
 
 def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000_000):
-    from bench.live.churn_run import ChangeRun, Level
-    from bench.live.publisher import Offer, Paced
-    from bench.live.run import PhaseResult
+    from bench.churn.run import ChangeRun, Level
+    from bench.harness.phase import PhaseResult
+    from bench.harness.publisher import Offer, Paced
 
     batches = [dict(_b(i, t0 + 500 * i, t0 + 500 * i + 200, per_batch,
                        offsets={"0": 10 * (i + 1)}), epoch=0) for i in range(20)]
@@ -254,14 +257,14 @@ def _level(strategy: str, rnd: int, rate: float, per_batch: int, t0: int = 1_000
     lv = Level(strategy, "STAL", rnd, rate, phase, changes, (t0, t0 + 9_000),
                {"app": 9.0 + rate / 1000, "broker": 1.0})
     if changes is not None:
-        lv.effect = churn_calc.time_to_effect(changes.written_ms, changes.partitions,
+        lv.effect = calc.time_to_effect(changes.written_ms, changes.partitions,
                                               changes.offsets, batches)
     return lv
 
 
 def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
-    from bench.live import churn_report
-    from bench.live.churn_run import ChurnSpec
+    from bench.churn import report
+    from bench.churn.run import ChurnSpec
 
     levels = [_level(s, r, rate, 450 - int(rate / 100)) for s in ("sPIS", "RIsPS")
               for r in (0, 1) for rate in (0.0, 1000.0)]
@@ -269,7 +272,7 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
                      change_rates=(0.0, 1000.0), duration_s=10, tail_s=1, rounds=2,
                      command=("geops", "bench", "churn"))
     lines = []
-    churn_report.write(spec, levels, lines.append)
+    report.write(spec, levels, lines.append)
     for name in ("README.md", "churn.csv", "levels.csv", "batches.csv", "timeline.csv",
                  "effects_raw.csv.xz", "churn.png", "effect_cdf.png"):
         assert (tmp_path / name).stat().st_size > 0, name
@@ -292,7 +295,7 @@ def test_the_report_writes_its_files_and_reports_the_targets(tmp_path: Path):
 
 def test_cpu_ticks_of_a_proc_stat_line_and_the_cpu_use():
     line = "42 (a b) c) S 7 42 42 0 -1 4194304 99 0 0 0 120 30 5 6 20 0 1 0 597107"
-    assert calc.cpu_ticks(line) == 120 + 30 + 5 + 6
-    u = churn_calc.cpu_use(9000, 4.5, 1.0)
+    assert cpu_ticks(line) == 120 + 30 + 5 + 6
+    u = calc.cpu_use(9000, 4.5, 1.0)
     assert u["pub_per_cpu_s"] == 2000 and u["app_cpu_ms_per_1k"] == 500
-    assert churn_calc.cpu_use(0, 0.0, 0.0)["pub_per_cpu_s"] is None
+    assert calc.cpu_use(0, 0.0, 0.0)["pub_per_cpu_s"] is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench import decode
-from bench.errors import MismatchError
+from bench.decode import run as decode
+from bench.harness.errors import MismatchError
 from cli.main import main
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.csv_tables import read_rows, write_csv
 from bench.paper import figures
-from bench.paper.rows import read_rows, write_csv
 
 NAMES = ("fig4_throughput", "fig5_latency", "fig6_throughput_time_sps", "fig7_mldc_time",
          "fig8_redistribution", "fig9_simulation")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.harness.csv_tables import read_rows
 from bench.paper import simulate
-from bench.paper.rows import read_rows
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from bench.studies import hot_partitions
 from distributor import Params

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.csv_tables import write_csv
 from bench.paper.plan import ADAPTIVE, FULL_SIZES, HOT_SPOT, REPLICATE, full_plan
-from bench.paper.rows import write_csv
 from bench.studies.hot_partitions_physical import main, summarise
 
 THR = {"Static STAL": (1000.0, 1100.0), "Dynamic LB STAL": (1100.0, 1100.0),

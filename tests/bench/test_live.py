@@ -9,6 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.harness.batches import batch_cost
+from bench.harness.encoding import encoded_geometry, match_event_time, publication_bytes
+from bench.harness.latency import latency_summary, per_second
+from bench.harness.monitor import lag_of
+from bench.harness.procfs import descendants, memory_kb, parse_stat, role
 from bench.live import calc
 from schemas import codec
 from schemas.codec import HEADER_LEN
@@ -18,17 +23,17 @@ from tests.bench.conftest import assert_nothing_left, run_geops_bench
 
 
 def test_latency_summary_percentiles_and_empty():
-    s = calc.latency_summary(np.arange(1, 101, dtype=float))
+    s = latency_summary(np.arange(1, 101, dtype=float))
     assert s["count"] == 100 and s["max"] == 100 and s["mean"] == 50.5
     assert s["p50"] == pytest.approx(50.5) and s["p99"] == pytest.approx(99.01)
     assert s["p95"] == pytest.approx(95.05)
-    assert calc.latency_summary([]) == {"count": 0, "p50": None, "p95": None, "p99": None,
+    assert latency_summary([]) == {"count": 0, "p50": None, "p95": None, "p99": None,
                                         "max": None, "mean": None}
 
 
 def test_per_second_groups_by_time():
     times = np.array([1000, 1500, 2100, 4000])
-    rows = calc.per_second(times, np.array([10.0, 30.0, 5.0, 7.0]), t0_ms=1000, seconds=3)
+    rows = per_second(times, np.array([10.0, 30.0, 5.0, 7.0]), t0_ms=1000, seconds=3)
     assert [r["count"] for r in rows] == [2, 1, 0]
     assert rows[0]["max"] == 30 and rows[2]["p50"] is None
 
@@ -51,8 +56,8 @@ def test_rebalance_windows_and_their_latency():
 
 
 def test_lag_is_topic_end_minus_batch_end_never_negative():
-    assert calc.lag({0: 100, 1: 50, 2: 10}, {"0": 90, "1": 60}) == 10 + 0 + 10
-    assert calc.lag({0: 5}, {}) == 5
+    assert lag_of({0: 100, 1: 50, 2: 10}, {"0": 90, "1": 60}) == 10 + 0 + 10
+    assert lag_of({0: 5}, {}) == 5
 
 
 def test_bounded_lag_is_sustainable():
@@ -146,15 +151,15 @@ def test_growth_first_vs_last_fifth():
 
 def test_proc_parsing_and_the_tree():
     status = "Name:\tjava\nVmPeak:\t 999 kB\nVmRSS:\t  123456 kB\nThreads: 3\n"
-    assert calc.rss_kb(status) == 123456
-    assert calc.rss_kb("Name:\tkworker\n") == 0
-    assert calc.parse_stat("42 (a b) c) S 7 42 42 0") == (42, 7)
+    assert memory_kb(status) == (123456, 0)
+    assert memory_kb("Name:\tkworker\n") == (0, 0)
+    assert parse_stat("42 (a b) c) S 7 42 42 0") == (42, 7)
     parents = {1: 0, 10: 1, 11: 10, 12: 11, 13: 11, 20: 1}
-    assert sorted(calc.descendants(10, parents)) == [10, 11, 12, 13]
-    assert calc.role("/usr/lib/jvm/bin/java -cp x org.apache.spark.deploy.SparkSubmit",
+    assert sorted(descendants(10, parents)) == [10, 11, 12, 13]
+    assert role("/usr/lib/jvm/bin/java -cp x org.apache.spark.deploy.SparkSubmit",
                      "x") == "app-jvm"
-    assert calc.role("/venv/bin/python -m pyspark.daemon", "x") == "app-python-workers"
-    assert calc.role("/venv/bin/python -m cli.main app", "app-launcher") == "app-launcher"
+    assert role("/venv/bin/python -m pyspark.daemon", "x") == "app-python-workers"
+    assert role("/venv/bin/python -m cli.main app", "app-launcher") == "app-launcher"
 
 
 # -- encoding --------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ def test_proc_parsing_and_the_tree():
 def test_publication_bytes_equal_the_codec(pid, event):
     c = codec()
     wkb = bytes(range(21)) * 3
-    got = calc.publication_bytes(c.header("Publication"), pid, calc.encoded_geometry(wkb),
+    got = publication_bytes(c.header("Publication"), pid, encoded_geometry(wkb),
                                  event)
     assert got == c.encode("Publication", {"id": pid, "geometry": wkb, "event_time": event})
     assert c.decode(got)[1] == {"id": pid, "geometry": wkb, "event_time": event,
@@ -178,7 +183,7 @@ def test_match_event_time_reads_past_the_array(subs):
     value = c.encode("Match", {"publication_id": 99, "subscription_ids": subs,
                                "event_time": 1_795_000_000_123, "match_time": 1,
                                "batch_id": 4, "app_id": "a"})
-    assert calc.match_event_time(value, HEADER_LEN) == 1_795_000_000_123
+    assert match_event_time(value, HEADER_LEN) == 1_795_000_000_123
 
 
 # -- end to end ------------------------------------------------------------------------------
@@ -187,13 +192,13 @@ def test_match_event_time_reads_past_the_array(subs):
 def test_batch_cost_fits_a_line_only_over_a_spread_of_sizes():
     batches = [{"records": n, "duration_ms": 120 + 0.1 * n} for n in (200, 400, 2000, 8000)]
     batches.append({"records": 0, "duration_ms": 5})  # an empty batch is no evidence
-    cost = calc.batch_cost(batches)
+    cost = batch_cost(batches)
     assert cost["batches"] == 4 and cost["small_batches"] == 3
     assert cost["fixed_ms"] == pytest.approx(120) and cost["us_per_record"] == pytest.approx(100)
     assert cost["small_median_ms"] == pytest.approx(160) and cost["small_median_records"] == 400
-    narrow = calc.batch_cost([{"records": n, "duration_ms": 300 - n / 10} for n in (500, 600, 700)])
+    narrow = batch_cost([{"records": n, "duration_ms": 300 - n / 10} for n in (500, 600, 700)])
     assert narrow["fixed_ms"] is None and narrow["small_median_ms"] == pytest.approx(240)
-    assert calc.batch_cost([])["fixed_ms"] is None
+    assert batch_cost([])["fixed_ms"] is None
 
 
 @pytest.mark.integration
@@ -231,7 +236,7 @@ def test_tiny_live_bench_end_to_end(tmp_path: Path):
 def test_visible_time_is_the_summary_of_the_batch_that_wrote_the_match():
     import numpy as np
 
-    from bench.delivery import visible_times
+    from bench.delivery.run import visible_times
 
     batches = [{"end_time": 100, "seen_ms": 130}, {"end_time": 200, "seen_ms": 260},
                {"end_time": 300}]  # the last one was not seen: never a match's batch here

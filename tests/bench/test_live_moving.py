@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.live import live_report, moving_calc
+from bench.harness.phase import PhaseResult
+from bench.harness.publisher import Offer
+from bench.live import moving_calc, report
 from bench.live.moving import summarise
-from bench.live.publisher import Offer
-from bench.live.run import LiveSpec, PhaseResult
+from bench.live.spec import LiveSpec
 from distributor.mldc import owner_loads
 from distributor.policies import make_policy
 from geops.workload import SkewSpec, generate_workload
@@ -180,7 +181,7 @@ def test_summary_and_report_of_a_run_that_follows_both_shifts(tmp_path: Path):
     result.update({"max_rate": 140.0, "verdicts": [], "rate": 100.0, "plans": plans,
                    "ideal_moves": moves, "policy": "replicate",
                    "distributor_log": "period 1 epoch 0: ... -> rebalance\n"})
-    live_report.write_moving(spec, result, lambda _msg: None)
+    report.write_moving(spec, result, lambda _msg: None)
     out = spec.out
     readme = (out / "README.md").read_text()
     assert "ratio **0.83**" in readme and "not met" in readme

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.load import format_table, run_load_bench
+from bench.load.run import format_table, run_load_bench
 
 
 def test_load_bench_agrees_and_reports_every_stage():

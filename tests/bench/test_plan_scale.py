@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import PlanConflict
+from bench.harness.errors import PlanConflict
 from bench.paper import evaluation
 from bench.paper.plan import FULL_SIZES, full_plan, scaled
 from bench.paper.runner import DistributorSettings

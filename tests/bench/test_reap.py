@@ -1,5 +1,5 @@
 """Stopping a benchmark's process also ends its descendants that left its process group, as
-PySpark's daemon and workers do (``bench.reap``, ``bench.processes.Processes``)."""
+PySpark's daemon and workers do (``bench.harness.reap``, ``bench.harness.processes.Processes``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from bench.errors import BenchFailed
-from bench.processes import Processes
-from bench.reap import reap, with_environ
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import Processes
+from bench.harness.reap import reap, with_environ
 from config.embedded import pid_alive
 
 SPAWN = """

@@ -1,4 +1,4 @@
-"""The pure parts of `geops bench scale` (bench.scale_calc, bench.scale_memory): log parsing,
+"""The pure parts of `geops bench scale` (bench.scale.calc, bench.scale.memory): log parsing,
 memory peaks, the per-run summary, ratios to the reference, CSV round trip and the report, on
 hand-made inputs."""
 
@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.scale_calc import (
-    append_rows,
+from bench.harness.csv_tables import append_csv
+from bench.harness.procfs import memory_kb
+from bench.scale.calc import (
     failure_reason,
     forced_assignment,
     parse_app_log,
-    read_rows,
     relative_to_reference,
     summarise,
 )
-from bench.scale_memory import MemoryPeaks, memory_kb
+from bench.scale.memory import MemoryPeaks
 
 LOG = """\
 2026-11-26 08:24:40,100 geops.app INFO 10000 subscriptions (10000 records read by the executors \
@@ -111,17 +111,9 @@ def test_forced_assignment_moves_every_fourth_partition():
     assert all(new[p] == (old[p] + 1) % 2 for p in moved)
 
 
-@pytest.mark.parametrize("name", ["runs.csv", "raw.csv.gz"])
-def test_append_rows_widens_header(tmp_path, name):
-    path = tmp_path / name
-    append_rows(path, [{"a": 1}])
-    append_rows(path, [{"a": 2, "b": "x"}])
-    assert read_rows(path) == [{"a": "1", "b": ""}, {"a": "2", "b": "x"}]
-
-
 def test_report_table(tmp_path):
-    from bench.scale_report import write_report
-    append_rows(tmp_path / "runs.csv", [
+    from bench.scale.report import write_report
+    append_csv(tmp_path / "runs.csv", [
         {"strategy": "sPIS", "subscriptions": 10000, "status": "ok", "first_batch_s": 70,
          "throughput_busy": 700, "batch_us_per_candidate": 20, "join_us_per_candidate": 3,
          "move_bytes": 1_900_000, "move_ms": 1100, "jvm_hwm_mb": 800},
@@ -135,8 +127,8 @@ def test_report_table(tmp_path):
 
 def test_report_of_one_size_without_its_10k_reference(tmp_path):
     # a run of 1M alone: no ratio to 10k, so those series are empty (they broke the log axis)
-    from bench.scale_report import write_report
-    append_rows(tmp_path / "runs.csv", [
+    from bench.scale.report import write_report
+    append_csv(tmp_path / "runs.csv", [
         {"strategy": "sPIS", "subscriptions": 1000000, "status": "ok", "first_batch_s": 163,
          "throughput_busy": 53, "batch_us_per_candidate": 2.6, "move_bytes": 4_700_000,
          "move_ms": 447, "jvm_hwm_mb": 778}])
@@ -146,7 +138,7 @@ def test_report_of_one_size_without_its_10k_reference(tmp_path):
 
 
 def test_phases_anchored_on_the_first_batch():
-    from bench.scale_calc import phases
+    from bench.scale.calc import phases
     text = LOG + (
         "2026-11-26 08:25:14,763 geops.app INFO streaming from 'x' (checkpoint y)\n"
         "2026-11-26 08:25:20,000 geops.app INFO batch 0 epoch 0: 0 records, 0 items\n"
@@ -161,7 +153,7 @@ def test_phases_anchored_on_the_first_batch():
 
 
 def test_batch_rows():
-    from bench.scale_calc import batch_rows
+    from bench.scale.calc import batch_rows
     rows = batch_rows([_batch(1, 100, 3_000, 500), _batch(0, 0, 2_000, 10)],
                       [{"batch_id": 1, "candidates": 7, "processing_ns": 9}], 1_000,
                       {"strategy": "sPIS"})

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.harness.csv_tables import read_rows, write_csv
 from bench.paper import simulate, simulate_costs, simulate_sweep
 from bench.paper.figures import fig9_simulation
-from bench.paper.rows import read_rows, write_csv
 from bench.paper.simulate import CostModel, Trace, simulate_mode
 from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import GreedyPolicy, Params

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper.rows import is_plan_run, iter_rows, read_rows, stored
+from bench.harness.csv_tables import iter_rows, read_rows, stored
+from bench.paper.results import is_plan_run
 from distributor import Engine, GreedyPolicy, Params
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results" / "full-matrix"

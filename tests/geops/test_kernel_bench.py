@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.kernel import PLAIN, REFERENCE, ReferenceMatcher, plain_match, run_kernel_bench
+from bench.kernel.run import PLAIN, REFERENCE, ReferenceMatcher, plain_match, run_kernel_bench
 from cli.main import main
 from geops.oracle import oracle_match
 from geops.strategies import STRATEGIES

@@ -1,12 +1,23 @@
-"""Reading the results tables: plain, gzipped, or both (a resumed compressed directory)."""
+"""Reading the results tables: plain, gzipped, or both (a resumed compressed directory); writing
+and appending them."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from bench.paper import rows
-from bench.paper.rows import gzip_beside, iter_rows, read_rows, write_csv
+import pytest
+
+from bench.harness.csv_tables import (
+    append_csv,
+    gzip_beside,
+    iter_rows,
+    read_rows,
+    stored,
+    write_csv,
+    write_rounded,
+)
+from bench.paper.results import point_table
 
 RUNS = [{"run_id": f"r{i}", "repeat": i, "x": i * 1.5} for i in range(3)]
 
@@ -18,7 +29,7 @@ def test_a_gzipped_table_reads_as_the_plain_one(tmp_path: Path) -> None:
     gzip_beside(path)
     assert read_rows(path) == plain == [{"run_id": f"r{i}", "repeat": str(i),
                                          "x": str(i * 1.5)} for i in range(3)]
-    assert rows.stored(path) == [tmp_path / "loads.csv.gz"]
+    assert stored(path) == [tmp_path / "loads.csv.gz"]
 
 
 def test_rows_appended_after_compression_follow_the_stored_ones(tmp_path: Path) -> None:
@@ -54,7 +65,27 @@ def test_a_missing_or_empty_table_has_no_rows(tmp_path: Path) -> None:
 def test_point_table_ignores_empty_cells() -> None:
     table = [{"pipeline": "sPS", "mode": "Static STAL", "skew": "0.5", "x": v}
              for v in ("1", "", "3")]
-    (point,) = rows.point_table(table, ["x"])
+    (point,) = point_table(table, ["x"])
     assert (point["n"], point["x_mean"], point["x_min"], point["x_max"]) == (3, 2.0, 1.0, 3.0)
-    (empty,) = rows.point_table(table[1:2], ["x"])
+    (empty,) = point_table(table[1:2], ["x"])
     assert math.isnan(empty["x_mean"])
+
+
+@pytest.mark.parametrize("name", ["runs.csv", "runs.csv.gz"])
+def test_appended_rows_follow_the_header_and_a_new_column_widens_it(tmp_path: Path,
+                                                                   name: str) -> None:
+    path = tmp_path / name
+    append_csv(path, RUNS[:1])
+    append_csv(path, [{"x": 9, "run_id": "r9", "repeat": 9}])   # the header's order is kept
+    append_csv(path, [{"run_id": "r10", "repeat": 10, "x": 1, "load": 0.5}])
+    assert read_rows(path) == [
+        {"run_id": "r0", "repeat": "0", "x": "0.0", "load": ""},
+        {"run_id": "r9", "repeat": "9", "x": "9", "load": ""},
+        {"run_id": "r10", "repeat": "10", "x": "1", "load": "0.5"}]
+
+
+def test_measurements_are_rounded_and_no_rows_leave_a_header(tmp_path: Path) -> None:
+    write_rounded(tmp_path / "a.csv", [{"x": 1 / 3}, {"y": 2}])
+    assert read_rows(tmp_path / "a.csv") == [{"x": "0.333333", "y": ""}, {"x": "", "y": "2"}]
+    write_rounded(tmp_path / "b.csv", [])
+    assert (tmp_path / "b.csv").read_bytes() == b"empty\r\n"

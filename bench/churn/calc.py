@@ -1,6 +1,6 @@
 """Pure computations of `geops bench churn`: the mix of subscription changes, a fast
-Subscription encoder, the order of the levels, throughput over a window, time-to-effect, and
-the ratios against the level without changes.
+Subscription encoder, the order of the levels, the CPU a level used, time-to-effect, and the
+ratios against the level without changes.
 
 Nothing here touches Kafka, processes or the clock (tests/bench/test_churn_bench.py).
 """
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.live import calc
+from bench.harness.encoding import zigzag_varint
+from bench.harness.latency import latency_summary
 
 NEW, UPDATE, TOMBSTONE = 0, 1, 2
 OPS = ("new", "update", "tombstone")
@@ -105,7 +106,7 @@ def subscription_bytes(header: bytes, sid: int, geometry_field: bytes, relation:
     it, from the schema header, the pre-encoded geometry field and the relation's code (the
     Avro enum's index); a plain subscription (an empty ``detect`` array, a null
     ``distance_m``)."""
-    return (header + calc.zigzag_varint(sid) + geometry_field + calc.zigzag_varint(relation)
+    return (header + zigzag_varint(sid) + geometry_field + zigzag_varint(relation)
             + b"\x00\x00")
 
 
@@ -121,22 +122,7 @@ def level_order(levels: Sequence[float], rounds: int) -> list[tuple[int, float]]
     return out
 
 
-# -- throughput over a window ----------------------------------------------------------------
-
-def window_throughput(batches: Iterable[Mapping], t0_ms: float, t1_ms: float) -> dict:
-    """Over the batches that ended in [t0, t1]: publications processed, processed per second
-    of the window, the seconds the app spent in batches (busy) and their share of the window,
-    and publications per busy second (what the app would process if it were never idle, an
-    estimate of its capacity under this load)."""
-    bs = [b for b in batches if t0_ms <= b["end_time"] <= t1_ms]
-    records = int(sum(b["records"] for b in bs))
-    busy_ms = float(sum(b["duration_ms"] for b in bs))
-    window_s = max((t1_ms - t0_ms) / 1000, 1e-9)
-    return {"batches": len(bs), "records": records, "processed_rate": records / window_s,
-            "busy_s": busy_ms / 1000, "busy_share": busy_ms / 1000 / window_s,
-            "per_busy_s": records / (busy_ms / 1000) if busy_ms > 0 else None,
-            "batch_ms_mean": busy_ms / len(bs) if bs else None}
-
+# -- CPU -------------------------------------------------------------------------------------
 
 def cpu_use(publications: int, app_cpu_s: float, broker_cpu_s: float) -> dict:
     """CPU the app's processes and the broker used over a level (offer and drain), and the
@@ -208,8 +194,8 @@ def effect_summary(written_ms: np.ndarray, effect: Effect, trigger_ms: float) ->
     batches, over the changes that took effect; how many did not (censored)."""
     ok = ~np.isnan(effect.effect_ms)
     ms = effect.effect_ms[ok] - np.asarray(written_ms, np.float64)[ok]
-    s = calc.latency_summary(ms)
-    b = calc.latency_summary(effect.batches[ok])
+    s = latency_summary(ms)
+    b = latency_summary(effect.batches[ok])
     return {"changes": len(ok), "effective": int(ok.sum()), "censored": effect.censored,
             "tte_p50_ms": s["p50"], "tte_p99_ms": s["p99"], "tte_max_ms": s["max"],
             "tte_p50_triggers": _div(s["p50"], trigger_ms),

@@ -3,7 +3,6 @@ the app's tree by role (VmRSS, VmHWM), and the machine's load average during the
 
 from __future__ import annotations
 
-import contextlib
 import re
 import subprocess
 import threading
@@ -13,17 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.live import calc
-from bench.live.publisher import now_ms
-from bench.scale_calc import append_rows
-
-_KB = re.compile(r"^(VmRSS|VmHWM):\s+(\d+)\s+kB", re.M)
-
-
-def memory_kb(status_text: str) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in kB of a /proc/<pid>/status text (0 for what is missing)."""
-    vals = dict(_KB.findall(status_text))
-    return int(vals.get("VmRSS", 0)), int(vals.get("VmHWM", 0))
+from bench.harness.csv_tables import append_csv
+from bench.harness.procfs import process_parents, tree_memory
+from bench.harness.publisher import now_ms
 
 
 @dataclass
@@ -78,7 +69,7 @@ class UptimeLog(threading.Thread):
                    "load1": load[0] if load else None, "load5": load[1] if len(load) > 1 else None,
                    "load15": load[2] if len(load) > 2 else None, "uptime": line}
             self.rows.append(row)
-            append_rows(self.path, [row])
+            append_csv(self.path, [row])
             self.stopping.wait(self.every)
 
     def mean_load(self, t0: float, t1: float) -> float | None:
@@ -104,15 +95,8 @@ class MemorySampler(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        from bench.live.monitor import process_parents
         while not self.stopping.is_set():
-            sample = []
-            for pid in calc.descendants(self.root, process_parents()):
-                with contextlib.suppress(OSError):
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                    rss, hwm = memory_kb(Path(f"/proc/{pid}/status").read_text())
-                    sample.append((pid, calc.role(cmd.decode(errors="replace"),
-                                                  "app-driver-python"), rss, hwm))
+            sample = tree_memory(self.root, "app-driver-python", process_parents())
             self.peaks.add(sample)
             sums: dict[str, int] = {}
             for _, role, rss, _ in sample:

@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import csv
 import gzip
-import lzma
-import platform
-import shlex
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.harness.batches import SMALL_BATCH
+from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.machine import command_line, describe
+from bench.harness.phase import batch_rows, timeline_rows
+from bench.harness.plots import pyplot
+from bench.harness.tables import markdown, number, percent, ratio
 from bench.live import calc
-from bench.tables import csv_value, markdown, number, percent, ratio
 from schemas.assignment import initial_assignment
 
 Log = Any
-
-
-def _write_csv(path: Path, rows: Sequence[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields: list[str] = []
-    for r in rows:
-        for k in r:
-            if k not in fields:
-                fields.append(k)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields or ["empty"])
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: csv_value(v) for k, v in r.items()})
 
 
 def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
@@ -41,64 +27,18 @@ def verdict_rows(verdicts: Sequence[calc.Verdict]) -> list[dict]:
             for i, v in enumerate(verdicts, 1)]
 
 
-def timeline_rows(p: Any) -> list[dict]:
-    """Per second of a phase: offered, processed (each batch's records spread over its
-    duration), lag (last sample in the second), latency p50/p99 (by event time)."""
-    t0 = p.offer.t0_ms
-    seconds = int(np.ceil(p.offer.seconds))
-    processed = np.zeros(seconds, float)
-    for b in p.batches:
-        if not b["records"]:
-            continue
-        a, z = (b["start_time"] - t0) / 1000, (b["end_time"] - t0) / 1000
-        z = max(z, a + 1e-3)
-        for s in range(max(int(a), 0), min(int(np.ceil(z)), seconds)):
-            overlap = min(z, s + 1) - max(a, s)
-            if overlap > 0:
-                processed[s] += b["records"] * overlap / (z - a)
-    lag: list[int | None] = [None] * seconds
-    for x in p.samples:
-        s = int((x.time_ms - t0) // 1000)
-        if 0 <= s < seconds:
-            lag[s] = x.lag
-    lat = calc.per_second(p.event_ms, p.latency, t0, seconds)
-    return [{"phase": p.label, "second": s, "offered": int(p.offer.per_sec[s])
-             if s < len(p.offer.per_sec) else 0, "processed": round(float(processed[s]), 1),
-             "lag": lag[s], "p50_ms": lat[s]["p50"], "p99_ms": lat[s]["p99"]}
-            for s in range(seconds)]
-
-
-def batch_rows(p: Any) -> list[dict]:
-    return [{"phase": p.label, "batch_id": b["batch_id"], "epoch": b["epoch"],
-             "start_ms": b["start_time"], "end_ms": b["end_time"], "records": b["records"],
-             "duration_ms": b["duration_ms"], "join_stage_ms": b.get("join_stage_ms"),
-             "job_ms": b.get("job_ms"), "write_ms": b.get("write_ms"),
-             "latency_p50_ms": b.get("latency_p50_ms"), "latency_p99_ms": b.get("latency_p99_ms")}
-            for b in p.batches]
-
-
 def write_raw(path: Path, phases: Sequence[Any]) -> None:
-    """Every matched publication's latency, xz-compressed: a minute at full rate stays well
-    under the 2 MB a file of the tree may hold."""
-    with lzma.open(path, "wt", newline="", preset=9) as fh:
-        w = csv.writer(fh)
-        w.writerow(["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms",
-                    "latency_ms"])
-        for p in phases:
-            for i, e, t in zip(p.ids.tolist(), p.event_ms.tolist(), p.match_ms.tolist(),
-                               strict=True):
-                w.writerow([p.label, i, e, t, t - e])
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+    """Every matched publication's latency (``path`` ends in ``.xz``: a minute at full rate
+    stays well under the 2 MB a file of the tree may hold)."""
+    write_csv(path, ({"phase": p.label, "publication_id": i, "event_time_ms": e,
+                      "match_kafka_ts_ms": t, "latency_ms": t - e}
+                     for p in phases for i, e, t in zip(p.ids.tolist(), p.event_ms.tolist(),
+                                                        p.match_ms.tolist(), strict=True)),
+              ["phase", "publication_id", "event_time_ms", "match_kafka_ts_ms", "latency_ms"])
 
 
 def plot_latency_vs_load(path: Path, phases: Sequence[Any], max_rate: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     levels = [p for p in phases if p.label.endswith("of max")]
     sweep = [p for p in phases if "trigger" in p.label]
     ncols = 2 if sweep else 1
@@ -136,7 +76,7 @@ def plot_latency_vs_load(path: Path, phases: Sequence[Any], max_rate: float) -> 
 
 
 def plot_timelines(path: Path, phases: Sequence[Any], marks: bool = False) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(len(phases), 1, figsize=(10, 2.6 * len(phases)), squeeze=False)
     for ax, p in zip(axes[:, 0], phases, strict=True):
         rows = timeline_rows(p)
@@ -160,16 +100,6 @@ def plot_timelines(path: Path, phases: Sequence[Any], marks: bool = False) -> No
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _machine() -> str:
-    import os
-    return (f"{os.cpu_count()} cores, {platform.platform()}, Python "
-            f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-
-
-def _command(spec: Any) -> str:
-    return shlex.join(spec.command) if spec.command else "(not recorded)"
 
 
 def _setup(spec: Any) -> str:
@@ -235,7 +165,7 @@ def _cost_md(cost: dict | None, idle: dict | None) -> list[str]:
         lines.append(f"**Cost of a batch**: no line, the sizes of the {cost['batches']} "
                      "batches with records span less than a factor of 4.")
     if cost and cost.get("small_median_ms") is not None:
-        lines.append(f"Batches of at most {calc.SMALL_BATCH:,} records "
+        lines.append(f"Batches of at most {SMALL_BATCH:,} records "
                      f"({cost['small_batches']}): median {cost['small_median_ms']:,.0f} ms "
                      f"for a median of {cost['small_median_records']:,.0f} records.")
     if idle:
@@ -281,16 +211,16 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     phases = result["phases"]
     sums = [p.summary() for p in phases]
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "latency.csv", sums)
-    _write_csv(out / "timeline.csv", [r for p in phases for r in timeline_rows(p)])
-    _write_csv(out / "batches.csv", [r for p in phases for r in batch_rows(p)])
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "latency.csv", sums)
+    write_rounded(out / "timeline.csv", [r for p in phases for r in timeline_rows(p)])
+    write_rounded(out / "batches.csv", [r for p in phases for r in batch_rows(p)])
     write_raw(out / "latency_raw.csv.xz", phases)
     plot_latency_vs_load(out / "latency_vs_load.png", phases, result["max_rate"])
     plot_timelines(out / "timeline.png", phases)
     lines = ["# geops bench live: steady live stream", "",
-             f"{_setup(spec)}. Machine: {_machine()}.", "",
-             "```", _command(spec), "```", "",
+             f"{_setup(spec)}. Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              *_backlog_md(result["max_rate"], result.get("backlog"),
                           result.get("producer_cpu")),
@@ -313,11 +243,11 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     bounds = calc.rebalance_windows(p.offer.t0_ms, p.offer.t1_ms, p.marks.get("command"),
                                     p.marks.get("moved"))
     wins = calc.windows(p.event_ms, p.latency, bounds)
-    _write_csv(out / "rebalance.csv", wins)
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "timeline.csv", timeline_rows(p))
-    _write_csv(out / "batches.csv", batch_rows(p))
-    _write_csv(out / "moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
+    write_rounded(out / "rebalance.csv", wins)
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "timeline.csv", timeline_rows(p))
+    write_rounded(out / "batches.csv", batch_rows(p))
+    write_rounded(out / "moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
                                     "partitions_moved": len(m["partitions_moved"]),
                                     "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                    for m in result["moves"]])
@@ -328,7 +258,7 @@ def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     lines = ["# geops bench live --scenario rebalance", "",
              f"{_setup(spec)}; the stream is skewed: {spec.skew:.0%} of its items in the "
              f"partitions of {spec.hot_workers} of {spec.app.workers} workers. Machine: "
-             f"{_machine()}.", "", "```", _command(spec), "```", "",
+             f"{describe()}.", "", "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              f"Offered {p.offer.rate:,.0f} publications/s (70 % of that) for "
              f"{spec.duration_s:.0f} s; the distributor (Table 1 defaults: LB, threshold 0.5, "
@@ -379,12 +309,12 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
                      "batch_p50_ms_median": float(np.median(p50)) if p50 else None,
                      "batch_p99_ms_max": float(max(p99)) if p99 else None,
                      **{r: m.get(r) for r in roles}})
-    _write_csv(out / "soak.csv", rows)
+    write_rounded(out / "soak.csv", rows)
     lag = calc.growth([r["lag"] for r in rows if r["lag"] is not None])
     lagged = [r for r in rows if r["lag"] is not None]
     slope = calc.slope_per_minute([r["second"] for r in lagged], [r["lag"] for r in lagged])
     grow = {r: calc.growth([m.get(r) for m in mem if m.get(r) is not None]) for r in roles}
-    plt = _plt()
+    plt = pyplot()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     xs = [r["second"] / 60 for r in rows]
     a1.plot(xs, [r["lag"] if r["lag"] is not None else np.nan for r in rows], label="lag")
@@ -402,7 +332,8 @@ def write_soak(spec: Any, result: dict, log: Log) -> None:
     batches = [b for b in result["batches"] if b["records"]]
     minutes = (result["t1_ms"] - t0) / 60000
     lines = ["# geops bench live --soak", "",
-             f"{_setup(spec)}. Machine: {_machine()}.", "", "```", _command(spec), "```", "",
+             f"{_setup(spec)}. Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              f"Offered {result['rate']:,.0f} publications/s (70 %) for {minutes:.1f} minutes "
              f"({result['sent']:,} publications) with the distributor running (Table 1 "
@@ -436,13 +367,13 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     run, ideal = result["run"], result["ideal"]
     every = [run, *ideal]
-    _write_csv(out / "moving.csv", result["phases"])
-    _write_csv(out / "windows.csv", result["windows"])
-    _write_csv(out / "commands.csv", result["commands"])
-    _write_csv(out / "search.csv", verdict_rows(result["verdicts"]))
-    _write_csv(out / "timeline.csv", [r for p in every for r in timeline_rows(p)])
-    _write_csv(out / "batches.csv", [r for p in every for r in batch_rows(p)])
-    _write_csv(out / "ideal_moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
+    write_rounded(out / "moving.csv", result["phases"])
+    write_rounded(out / "windows.csv", result["windows"])
+    write_rounded(out / "commands.csv", result["commands"])
+    write_rounded(out / "search.csv", verdict_rows(result["verdicts"]))
+    write_rounded(out / "timeline.csv", [r for p in every for r in timeline_rows(p)])
+    write_rounded(out / "batches.csv", [r for p in every for r in batch_rows(p)])
+    write_rounded(out / "ideal_moves.csv", [{"epoch": m["epoch"], "time_ms": m["time"],
                                           "partitions_moved": len(m["partitions_moved"]),
                                           "bytes": m["bytes"], "duration_ms": m["duration_ms"]}
                                          for m in result["ideal_moves"]])
@@ -457,8 +388,8 @@ def write_moving(spec: Any, result: dict, log: Log) -> None:
              f"partitions of {spec.hot_workers} of {spec.app.workers} workers, moving {n} "
              f"time(s) every {spec.duration_s:.0f} s between workers 0..H-1 and W/2..W/2+H-1 "
              f"(initial assignment; `geops generate --moving-hotspot`'s workload, each side "
-             f"a pool of half the geometries). Machine: {_machine()}.", "",
-             "```", _command(spec), "```", "",
+             f"a pool of half the geometries). Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *_search_md(result["max_rate"], result["verdicts"], spec),
              ("The search offered the first side's stream, without the distributor. "
               if result["verdicts"] else "") +

@@ -9,28 +9,28 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.paper.plan import ADAPTIVE, DYNAMIC_LB_STAL, STATIC_STAL
-from bench.paper.rows import (
-    gzip_beside,
-    write_csv,
-)
-from bench.paper.simulate import (
+from bench.harness.csv_tables import gzip_beside, write_csv
+from bench.paper import (
+    ADAPTIVE,
     COST_MODE,
+    DYNAMIC_LB_STAL,
     HOT_WORKERS,
     MIN_DURATION_S,
     PARTITIONER,
     PERIOD_S,
     PUBLICATIONS,
+    STATIC_STAL,
     WORKERS,
     CostModel,
     Log,
+    WorkloadKey,
+    Workloads,
+    cost_models,
     ideal_time_s,
+    point_workload,
     scenario_trace,
     simulate_mode,
 )
-from bench.paper.simulate_costs import cost_models
-from bench.paper.simulate_sweep import point_workload
-from bench.paper.workloads import WorkloadKey, Workloads
 
 ADAPTIVE_MODES = (STATIC_STAL, DYNAMIC_LB_STAL, ADAPTIVE)
 ADAPTIVE_SKEWS = (3 / 16, 0.25, 0.3, 0.5, 0.7)   # 3/16: the 3 hot workers' fair share
@@ -112,10 +112,10 @@ def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.paper.simulate_adaptive --from DIR --out DIR``: ``compare_adaptive``."""
+    """``python -m bench.studies.simulate_adaptive --from DIR --out DIR``: ``compare_adaptive``."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m bench.paper.simulate_adaptive",
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.simulate_adaptive",
                                      description=compare_adaptive.__doc__)
     parser.add_argument("--from", dest="source", type=Path, required=True,
                         help="results directory with the physical runs' CSVs (cost models)")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
+from bench.harness.tables import text_table
 from geops.model import Relation, Subscriptions
 from geops.relations import Shapes, evaluate
 from geops.strategies import STRATEGIES, BatchMatches, LocalRunner, PartialMatches, build_strategy
@@ -162,12 +163,11 @@ def format_table(report: KernelReport) -> str:
     head = (f"kernel benchmark: {report.subscriptions:,} subscriptions, "
             f"{report.publications:,} publications (seed {report.seed}), "
             f"{report.partitions} partitions ({report.partitioner}; RIhPS hashes), one core")
-    lines = [head, f"{'matcher':<20}{'build s':>9}{'match s':>9}{'items':>10}"
-                   f"{'candidates':>12}{'pairs':>10}{'ratio':>8}"]
-    for r in report.rows:
-        candidates = f"{r.candidates:,}" if r.candidates >= 0 else "-"
-        lines.append(f"{r.name:<20}{r.build_seconds:>9.3f}{r.match_seconds:>9.3f}"
-                     f"{r.items:>10,}{candidates:>12}{r.pairs:>10,}{r.ratio:>8.2f}")
-    lines.append("ratio = reference match time / matcher match time; every result equals "
-                 "the reference's")
-    return "\n".join(lines)
+    table = text_table(
+        [("matcher", "<20"), ("build s", ">9.3f"), ("match s", ">9.3f"), ("items", ">10,"),
+         ("candidates", ">12"), ("pairs", ">10,"), ("ratio", ">8.2f")],
+        ([r.name, r.build_seconds, r.match_seconds, r.items,
+          f"{r.candidates:,}" if r.candidates >= 0 else "-", r.pairs, r.ratio]
+         for r in report.rows), sep="")
+    return "\n".join([head, *table, "ratio = reference match time / matcher match time; every "
+                      "result equals the reference's"])

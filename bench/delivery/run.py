@@ -23,8 +23,6 @@ row per run), ``latency_percentiles.csv`` (each run's latency distribution, 1 to
 
 from __future__ import annotations
 
-import csv
-import gzip
 import os
 import statistics
 import time
@@ -33,11 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.live import calc
-from bench.live.deployment import AppOptions
-from bench.live.publisher import Log, now_ms
-from bench.live.run import Bench, BenchEnv, nice, phase, publisher_for
-from bench.tables import markdown, number
+from bench.harness.csv_tables import write_csv
+from bench.harness.deployment import AppOptions
+from bench.harness.environment import Bench, BenchEnv
+from bench.harness.latency import latency_summary
+from bench.harness.machine import command_line, describe
+from bench.harness.phase import nice, phase, publisher_for
+from bench.harness.publisher import Log, now_ms
+from bench.harness.tables import markdown, number
 from geops.workload import generate_workload
 
 MODES = ("at-least-once", "exactly-once")
@@ -83,7 +84,7 @@ class Run:
         return float(np.median(d)) if d else None
 
     def row(self) -> dict:
-        ts, vis = calc.latency_summary(self.latency_ts), calc.latency_summary(self.latency_visible)
+        ts, vis = latency_summary(self.latency_ts), latency_summary(self.latency_visible)
         return {"repeat": self.repeat, "mode": self.mode,
                 "backlog_records": self.backlog_records,
                 "backlog_throughput": round(self.throughput, 1), "live_rate": self.rate,
@@ -136,7 +137,7 @@ def one_run(bench: Bench, spec: DeliverySpec, workload, repeat: int, mode: str,
               (visible - result.event_ms).astype(np.float64),
               float(np.mean(write)) if write else 0.0, load_backlog, result.load or 0.0,
               result.batches)
-    vis = calc.latency_summary(run.latency_visible)
+    vis = latency_summary(run.latency_visible)
     log(f"  visible: p50 {vis['p50']:,.0f} ms, p99 {vis['p99']:,.0f} ms")
     bench.end(s)
     return run
@@ -168,43 +169,31 @@ def write(spec: DeliverySpec, runs: list[Run], writes: list[dict], log: Log) -> 
     if not runs:
         (out / "README.md").write_text("\n".join([
             "# geops bench delivery: the write path alone", "",
-            f"Machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
-            "```", " ".join(spec.command) or "(not recorded)", "```", "",
+            f"Machine: {describe()}.", "",
+            "```", command_line(spec.command), "```", "",
             *write_table(writes), ""]))
     if writes:
-        with open(out / "write_path.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(writes[0]))
-            w.writeheader()
-            w.writerows(writes)
+        write_csv(out / "write_path.csv", writes)
     if not runs:
         log(f"wrote {out}/README.md and write_path.csv")
         return
     rows = [r.row() for r in runs]
-    with open(out / "runs.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with open(out / "latency_percentiles.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["repeat", "mode", "percentile", "latency_ms", "visible_latency_ms"])
-        for r in runs:
-            if not len(r.latency_ts):
-                continue
-            a = np.percentile(r.latency_ts, PERCENTILES)
-            b = np.percentile(r.latency_visible, PERCENTILES)
-            for q, x, y in zip(PERCENTILES, a.tolist(), b.tolist(), strict=True):
-                w.writerow([r.repeat, r.mode, q, round(x), round(y)])
-    with gzip.open(out / "batches_raw.csv.gz", "wt", newline="") as fh:
-        w = csv.writer(fh)
-        cols = ["batch_id", "records", "start_time", "end_time", "seen_ms", "duration_ms",
-                "job_ms", "write_ms"]
-        w.writerow(["repeat", "mode", *cols])
-        for r in runs:
-            for b in r.batches:
-                w.writerow([r.repeat, r.mode, *(b.get(c) for c in cols)])
+    write_csv(out / "runs.csv", rows)
+    write_csv(out / "latency_percentiles.csv", [
+        {"repeat": r.repeat, "mode": r.mode, "percentile": q, "latency_ms": round(x),
+         "visible_latency_ms": round(y)}
+        for r in runs if len(r.latency_ts)
+        for q, x, y in zip(PERCENTILES, np.percentile(r.latency_ts, PERCENTILES).tolist(),
+                           np.percentile(r.latency_visible, PERCENTILES).tolist(), strict=True)],
+        ["repeat", "mode", "percentile", "latency_ms", "visible_latency_ms"])
+    cols = ["batch_id", "records", "start_time", "end_time", "seen_ms", "duration_ms", "job_ms",
+            "write_ms"]
+    write_csv(out / "batches_raw.csv.gz",
+              [{"repeat": r.repeat, "mode": r.mode, **{c: b.get(c) for c in cols}}
+               for r in runs for b in r.batches], ["repeat", "mode", *cols])
     lines = ["# geops bench delivery: exactly-once against at-least-once", "",
-             f"Machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M %Z')}.", "",
-             "```", " ".join(spec.command) or "(not recorded)", "```", "",
+             f"Machine: {describe()}.", "",
+             "```", command_line(spec.command), "```", "",
              *table(rows), "", *summary(rows), "", *write_table(writes), ""]
     (out / "README.md").write_text("\n".join(lines))
     log(f"wrote {out}/README.md, runs.csv, latency_percentiles.csv and batches_raw.csv.gz")
@@ -275,7 +264,7 @@ def write_path(address: str, kafka_properties, workdir: Path, spec: WriteSpec,
     import config
     from app.batch_output import batch_output
     from app.task_records import PartitionLoad
-    from bench.live.deployment import session_env
+    from bench.harness.deployment import session_env
     from kafkaio.topics import create_topics
     from schemas import codec
     from schemas.match_encoder import encode_matches

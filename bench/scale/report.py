@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.scale_calc import batch_size, phases, read_rows, relative_to_reference, to_float
-from bench.tables import markdown
+from bench.harness.csv_tables import read_rows
+from bench.harness.plots import pyplot
+from bench.harness.tables import markdown
+from bench.scale.calc import batch_size, phases, relative_to_reference, to_float
 
 COLUMNS = (
     ("strategy", "strategy", "{}"), ("subscriptions", "subscriptions", "{:,.0f}"),
@@ -47,10 +49,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def plots(rows: list[dict[str, Any]], out: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     ok = [r for r in rows if r.get("status") == "ok"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for strategy in sorted({r["strategy"] for r in ok}):

@@ -1,4 +1,5 @@
-"""Numbers and Markdown tables as every benchmark's report prints them.
+"""Numbers and tables as every benchmark's report prints them: Markdown for the results pages,
+plain text for the terminal.
 
 One place for the format, so that the results pages of `geops bench paper`, `live`, `churn`,
 `delivery`, `scale` and the studies print a number or a missing value the same way.
@@ -7,6 +8,7 @@ One place for the format, so that the results pages of `geops bench paper`, `liv
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,11 +41,6 @@ def cell(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def csv_value(value: Any) -> Any:
-    """A float to six significant digits for a CSV file (the rest unchanged)."""
-    return f"{value:.6g}" if isinstance(value, float) else value
-
-
 def row(cells: Iterable[Any]) -> str:
     """One Markdown table row of already formatted cells."""
     return "| " + " | ".join(str(c) for c in cells) + " |"
@@ -64,3 +61,19 @@ def of_values(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]
     """A Markdown table of raw values, each formatted by ``cell`` (a ``|`` in it escaped), and
     the blank line that ends it: the tables of `geops bench paper`'s results page."""
     return [*markdown(header, ([cell(c).replace("|", "\\|") for c in r] for r in rows)), ""]
+
+
+def text_table(columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]],
+               sep: str = " ") -> list[str]:
+    """A plain-text table's lines for a terminal: per column its title and the format spec of
+    its values (e.g. ``("ms", "9.1f")``); a title takes its column's width, aligned like the
+    values (text left, numbers right, unless the spec says)."""
+    titles = [format(title, _title_spec(spec)) for title, spec in columns]
+    return [sep.join(titles), *(sep.join(format(value, spec) for value, (_, spec)
+                                         in zip(r, columns, strict=True)) for r in rows)]
+
+
+def _title_spec(spec: str) -> str:
+    """The alignment and width of a value's format spec, for its column's title."""
+    align, width = re.match(r"([<>^]?)(\d*)", spec).groups()
+    return (align or ("<" if spec.endswith("s") else ">")) + width

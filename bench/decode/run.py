@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
+from bench.harness.tables import text_table
 from geops.workload import generate_workload
 from schemas import codec
 from schemas.publication_decoder import decode_publications
@@ -70,7 +71,6 @@ def run_decode_bench(publications: int = 20_000, seed: int = 0, repeat: int = 5,
 def format_table(timings: Sequence[DecodeTiming]) -> str:
     """One line per decoder; ratio = the per-record codec's time / this decoder's time."""
     base = timings[0].seconds
-    lines = [f"{'decoder':32s} {'ms':>9s} {'us/record':>10s} {'ratio':>7s}"]
-    lines += [f"{t.method:32s} {t.seconds * 1e3:9.1f} {t.us_per_record:10.2f} "
-              f"{base / t.seconds:7.2f}" for t in timings]
-    return "\n".join(lines)
+    return "\n".join(text_table(
+        [("decoder", "32s"), ("ms", "9.1f"), ("us/record", "10.2f"), ("ratio", "7.2f")],
+        ([t.method, t.seconds * 1e3, t.us_per_record, base / t.seconds] for t in timings)))

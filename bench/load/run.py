@@ -31,7 +31,8 @@ from typing import Any
 import orjson
 import shapely
 
-from bench.errors import MismatchError
+from bench.harness.errors import MismatchError
+from bench.harness.tables import text_table
 from geops.avro_input import read_subscriptions_avro
 from geops.geojson import read_subscriptions, write_subscriptions
 from geops.geojson_geoms import geometries
@@ -142,7 +143,8 @@ def run_load_bench(subscriptions: int = 50_000, seed: int = 0,
 
 def format_table(rows: Sequence[Timing]) -> str:
     """One line per stage and method; ratio = the stage's time before / this method's."""
-    lines = [f"{'stage':16s} {'method':38s} {'s':>8s} {'us/feature':>11s} {'ratio':>7s}"]
-    lines += [f"{r.stage:16s} {r.method:38s} {r.seconds:8.2f} {r.us_per_feature:11.1f} "
-              f"{r.baseline / r.seconds:7.2f}" for r in rows]
-    return "\n".join(lines)
+    return "\n".join(text_table(
+        [("stage", "16s"), ("method", "38s"), ("s", "8.2f"), ("us/feature", "11.1f"),
+         ("ratio", "7.2f")],
+        ([r.stage, r.method, r.seconds, r.us_per_feature, r.baseline / r.seconds]
+         for r in rows)))

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import csv
-import lzma
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.live import calc, churn_calc
-from bench.live.live_report import _command, _machine, _plt, _write_csv, batch_rows, timeline_rows
-from bench.tables import markdown, number
+from bench.churn import calc
+from bench.harness.csv_tables import write_csv, write_rounded
+from bench.harness.latency import latency_summary
+from bench.harness.machine import command_line, describe
+from bench.harness.phase import batch_rows, timeline_rows
+from bench.harness.plots import pyplot
+from bench.harness.tables import markdown, number
 
 Log = Any
 MEAN_KEYS = ("offered_rate", "sent_rate", "processed_rate", "busy_share", "per_busy_s",
@@ -27,41 +29,46 @@ def cell_rows(levels: Sequence[Any], trigger_ms: float) -> list[dict]:
     """One row per strategy, join and change rate: throughput means over rounds with their
     ratio to 0 changes/s, latency and time-to-effect percentiles over the rounds pooled."""
     rows = [lv.row(trigger_ms) for lv in levels]
-    out = churn_calc.with_ratios(rows, MEAN_KEYS)
+    out = calc.with_ratios(rows, MEAN_KEYS)
     for r in out:
         same = [lv for lv in levels if (lv.strategy, lv.join, lv.change_rate)
                 == (r["strategy"], r["join"], r["change_rate"])]
-        lat = calc.latency_summary(np.concatenate([lv.phase.latency[lv.event_mask()]
+        lat = latency_summary(np.concatenate([lv.phase.latency[lv.event_mask()]
                                                    for lv in same]))
         r.update({"matched": lat["count"], "p50_ms": lat["p50"], "p99_ms": lat["p99"],
                   "max_ms": lat["max"]})
         with_changes = [lv for lv in same if lv.changes is not None and lv.effect is not None]
         if with_changes:
             written = np.concatenate([lv.changes.written_ms for lv in with_changes])
-            effect = churn_calc.Effect(
+            effect = calc.Effect(
                 np.concatenate([lv.effect.effect_ms for lv in with_changes]),
                 np.concatenate([lv.effect.batches for lv in with_changes]))
-            r.update(churn_calc.effect_summary(written, effect, trigger_ms))
+            r.update(calc.effect_summary(written, effect, trigger_ms))
     return out
+
+
+EFFECT_COLUMNS = ["strategy", "join", "round", "change_rate", "partition", "offset",
+                  "written_ms", "effect_ms", "time_to_effect_ms", "batches"]
 
 
 def write_effects(path: Path, levels: Sequence[Any]) -> None:
     """Every change: when it was written, its offset, when it took effect, batches waited."""
-    with lzma.open(path, "wt", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["strategy", "join", "round", "change_rate", "partition", "offset",
-                    "written_ms", "effect_ms", "time_to_effect_ms", "batches"])
-        for lv in levels:
-            c, e = lv.changes, lv.effect
-            if c is None or e is None:
-                continue
-            for p, o, t, eff, b in zip(c.partitions.tolist(), c.offsets.tolist(),
-                                       c.written_ms.tolist(), e.effect_ms.tolist(),
-                                       e.batches.tolist(), strict=True):
-                done = not np.isnan(eff)
-                w.writerow([lv.strategy, lv.join, lv.round, lv.change_rate, p, o, t,
-                            int(eff) if done else "", int(eff - t) if done else "",
-                            int(b) if done else ""])
+    write_csv(path, _effect_rows(levels), EFFECT_COLUMNS)
+
+
+def _effect_rows(levels: Sequence[Any]) -> Iterator[dict]:
+    for lv in levels:
+        c, e = lv.changes, lv.effect
+        if c is None or e is None:
+            continue
+        for p, o, t, eff, b in zip(c.partitions.tolist(), c.offsets.tolist(),
+                                   c.written_ms.tolist(), e.effect_ms.tolist(),
+                                   e.batches.tolist(), strict=True):
+            done = not np.isnan(eff)
+            yield dict(zip(EFFECT_COLUMNS, [
+                lv.strategy, lv.join, lv.round, lv.change_rate, p, o, t,
+                int(eff) if done else "", int(eff - t) if done else "", int(b) if done else ""],
+                strict=True))
 
 
 def _x(rate: float) -> float:
@@ -69,7 +76,7 @@ def _x(rate: float) -> float:
 
 
 def plot(path: Path, cells: Sequence[dict], trigger_ms: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
     groups = sorted({(r["strategy"], r["join"]) for r in cells})
     for k, g in enumerate(groups):
@@ -111,7 +118,7 @@ def plot(path: Path, cells: Sequence[dict], trigger_ms: float) -> None:
 
 
 def plot_effect_cdf(path: Path, levels: Sequence[Any], trigger_ms: float) -> None:
-    plt = _plt()
+    plt = pyplot()
     groups = sorted({(lv.strategy, lv.join) for lv in levels})
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
     for ax, g in zip(axes[0], groups, strict=True):
@@ -230,15 +237,15 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
     out.mkdir(parents=True, exist_ok=True)
     trig = spec.trigger_ms
     cells = cell_rows(levels, trig)
-    _write_csv(out / "churn.csv", cells)
-    _write_csv(out / "levels.csv", [lv.row(trig) for lv in levels])
-    _write_csv(out / "batches.csv", [r for lv in levels for r in batch_rows(lv.phase)])
-    _write_csv(out / "timeline.csv", [r for lv in levels for r in timeline_rows(lv.phase)])
+    write_rounded(out / "churn.csv", cells)
+    write_rounded(out / "levels.csv", [lv.row(trig) for lv in levels])
+    write_rounded(out / "batches.csv", [r for lv in levels for r in batch_rows(lv.phase)])
+    write_rounded(out / "timeline.csv", [r for lv in levels for r in timeline_rows(lv.phase)])
     write_effects(out / "effects_raw.csv.xz", levels)
     plot(out / "churn.png", cells, trig)
     plot_effect_cdf(out / "effect_cdf.png", levels, trig)
     a = spec.app
-    order = ", ".join(f"{r:,.0f}" for _, r in churn_calc.level_order(spec.change_rates,
+    order = ", ".join(f"{r:,.0f}" for _, r in calc.level_order(spec.change_rates,
                                                                       spec.rounds))
     mix = "/".join(f"{m / sum(spec.mix):.0%}" for m in spec.mix)
     lines = [
@@ -251,8 +258,8 @@ def write(spec: Any, levels: Sequence[Any], log: Log) -> None:
         f"first {spec.window_s:.0f} s) in the order {order} changes/s "
         f"({spec.rounds} round{'s' if spec.rounds != 1 else ''}, odd rounds reversed) after a "
         f"warm-up of {spec.warmup_s:.0f} s that is not kept, the app drained between levels. "
-        f"Machine: {_machine()}.", "",
-        "```", _command(spec), "```", "",
+        f"Machine: {describe()}.", "",
+        "```", command_line(spec.command), "```", "",
         *table(cells), "", "Targets (reported, not asserted):", "",
         *targets(cells), "", LEGEND.format(mix=mix), "",
         "Files: `churn.csv` (this table), `levels.csv` (every level of every round), "

@@ -4,12 +4,9 @@ to the reference size, and the rows of its CSV files."""
 
 from __future__ import annotations
 
-import csv
-import gzip
 import re
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 STATIC_LINE = re.compile(
@@ -193,27 +190,3 @@ def forced_assignment(partitions: int, workers: int) -> tuple[list[int], list[in
     from schemas.assignment import initial_assignment
     old = list(initial_assignment(partitions, workers))
     return old, [(w + 1) % workers if p % 4 == 0 else w for p, w in enumerate(old)]
-
-
-def append_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Append rows to a CSV (gzip when the name ends in .gz), widening the header when a row
-    brings new columns (the file is rewritten then)."""
-    if not rows:
-        return
-    old = read_rows(path) if path.exists() else []
-    fields: list[str] = []
-    for r in [*old, *rows]:
-        fields.extend(k for k in r if k not in fields)
-    opener = gzip.open if path.suffix == ".gz" else open
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with opener(path, "wt", newline="") as fh:
-        w = csv.DictWriter(fh, fields)
-        w.writeheader()
-        for r in [*old, *rows]:
-            w.writerow(r)
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as fh:
-        return list(csv.DictReader(fh))

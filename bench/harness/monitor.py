@@ -1,27 +1,29 @@
-"""What `geops bench live` follows while it offers a stream: the app's batches, moves and
-commands, the lag every second, and the memory and CPU of the processes it started."""
+"""What a benchmark follows while it offers a live stream: the app's batches, moves and
+commands, the lag every second, and the memory of the processes it started."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
 import config
-from bench.live import calc
-from bench.live.publisher import now_ms
+from bench.harness.publisher import now_ms
 from kafkaio.clients import consumer
 from kafkaio.dump import decoded_records
 from kafkaio.errors import KafkaUnavailable
 from kafkaio.offsets import EndOffsets
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+def lag_of(topic_end: Mapping[int, int], batch_end: Mapping[str | int, int]) -> int:
+    """Records of the topic the app has not processed: end offsets minus the end offsets of
+    its last batch (BatchSummary.source_end_offsets; keys are partition numbers as strings)."""
+    done = {int(p): int(o) for p, o in batch_end.items()}
+    return sum(max(end - done.get(int(p), 0), 0) for p, end in topic_end.items())
 
 
 @dataclass
@@ -113,7 +115,7 @@ class Monitor(threading.Thread):
                     except KafkaUnavailable:
                         ends = None
                     with self.lock:
-                        lag = (calc.lag(ends, self.batch_end)
+                        lag = (lag_of(ends, self.batch_end)
                                if ends is not None and self.batch_end else None)
                         self.data.samples.append(Sample(
                             now_ms(), lag, None if ends is None else sum(ends.values())))
@@ -135,23 +137,3 @@ class Monitor(threading.Thread):
     def close(self) -> None:
         self.stopping.set()
         self.join(10)
-
-
-
-def process_parents() -> dict[int, int]:
-    """{pid: ppid} of every process on the machine."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                pid, ppid = calc.parse_stat(Path(f"/proc/{entry}/stat").read_text())
-                parents[pid] = ppid
-    return parents
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU seconds (user + system) process ``pid`` has used, 0 once it is gone."""
-    try:
-        return calc.cpu_ticks(Path(f"/proc/{pid}/stat").read_text()) / CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return 0.0  # gone meanwhile

@@ -1,6 +1,6 @@
-"""One app of `geops bench live` on topics of its own: its options and environment, the
-subscriptions loaded, the app (and the distributor) started through ``bench.processes``, the
-monitor following them."""
+"""One app of a benchmark on topics of its own: its options and environment, the
+subscriptions loaded, the app (and the distributor) started through
+``bench.harness.processes``, the monitor following them."""
 
 from __future__ import annotations
 
@@ -17,11 +17,19 @@ from typing import Any
 import numpy as np
 
 import config
-from bench.errors import BenchFailed
-from bench.live import calc
-from bench.live.monitor import Monitor, Sample, cpu_seconds, process_parents
-from bench.live.publisher import Log, Publisher, now_ms
-from bench.processes import GEOPS, Proc, Processes
+from bench.harness.encoding import match_event_time
+from bench.harness.errors import BenchFailed
+from bench.harness.monitor import Monitor, Sample
+from bench.harness.processes import GEOPS, Proc, Processes
+from bench.harness.procfs import (
+    cpu_seconds,
+    descendants,
+    memory_kb,
+    process_parents,
+    tree_bytes,
+    tree_memory,
+)
+from bench.harness.publisher import Log, Publisher, now_ms
 from config import TOPICS
 from kafkaio.offsets import EndOffsets, read_to_end
 from kafkaio.sender import Sender, produce_records
@@ -216,35 +224,30 @@ class Session:
             if not id_lo <= pid < id_hi:
                 continue
             ids.append(pid)
-            ev.append(calc.match_event_time(value, HEADER_LEN))
+            ev.append(match_event_time(value, HEADER_LEN))
             ts.append(msg.timestamp()[1])
         return (np.array(ids, np.int64), np.array(ev, np.int64), np.array(ts, np.int64))
 
     # memory of every process
     def memory_row(self) -> dict:
         """RSS in MB per role: the app's JVM, its Python workers, its driver's Python (with the
-        `geops app` wrapper), the broker and the
-        distributor."""
+        `geops app` wrapper), the broker and the distributor."""
         parents = process_parents()
         roles: dict[str, int] = {}
         trees = [(self.app, "app-driver-python"), (self.distributor, "distributor")]
         for proc, default in trees:
             if proc is None or proc.popen.poll() is not None:
                 continue
-            for pid in calc.descendants(proc.popen.pid, parents):
-                with contextlib.suppress(OSError):
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                    kb = calc.rss_kb(Path(f"/proc/{pid}/status").read_text())
-                    r = calc.role(cmd.decode(errors="replace"), default)
-                    roles[r] = roles.get(r, 0) + kb
+            for _, r, kb, _ in tree_memory(proc.popen.pid, default, parents):
+                roles[r] = roles.get(r, 0) + kb
         if self.procs.broker_pid is not None:
             with contextlib.suppress(OSError):
-                roles["broker"] = calc.rss_kb(
-                    Path(f"/proc/{self.procs.broker_pid}/status").read_text())
+                roles["broker"] = memory_kb(
+                    Path(f"/proc/{self.procs.broker_pid}/status").read_text())[0]
         sample = self.monitor.data.samples[-1] if self.monitor.data.samples else None
         disk = {}
         if self.procs.broker_state is not None:  # what the broker keeps on disk (its logs)
-            disk["broker_disk_mb"] = round(calc.tree_bytes(self.procs.broker_state) / 2**20, 1)
+            disk["broker_disk_mb"] = round(tree_bytes(self.procs.broker_state) / 2**20, 1)
         return {"time_ms": now_ms(), "lag": sample.lag if sample else None,
                 **{f"{k}_mb": round(v / 1024, 1) for k, v in sorted(roles.items())}, **disk}
 
@@ -254,7 +257,7 @@ class Session:
         tree and by the broker."""
         out = {"app": 0.0, "broker": 0.0}
         if self.app is not None and self.app.popen.poll() is None:
-            for pid in calc.descendants(self.app.popen.pid, process_parents()):
+            for pid in descendants(self.app.popen.pid, process_parents()):
                 out["app"] += cpu_seconds(pid)
         if self.procs.broker_pid is not None:
             out["broker"] = cpu_seconds(self.procs.broker_pid)

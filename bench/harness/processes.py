@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchFailed
-from bench.reap import reap, stop_group
+from bench.harness.errors import BenchFailed
+from bench.harness.reap import reap, stop_group
 from kafkaio import broker
 
 GEOPS = [sys.executable, "-m", "cli.main"]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MARKER = "GEOPS_BENCH_PROCESS"  # environment variable marking a started process's tree
 
 

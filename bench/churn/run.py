@@ -1,8 +1,8 @@
 """`geops bench churn`: a live publication stream while subscriptions change at a steady rate.
 
-Built from the parts of `geops bench live` (broker, sessions, the paced publisher, the monitor,
-``run.phase``). Per cell (strategy x join) one app runs; each level offers publications at the
-same rate for ``duration_s`` while a second producer writes subscription changes (new ids,
+Built from the harness's parts (broker, apps on topics of their own, the paced publisher, the
+monitor, the phase). Per cell (strategy x join) one app runs; each level offers publications at
+the same rate for ``duration_s`` while a second producer writes subscription changes (new ids,
 updates of live ids with a new geometry and relation, tombstones) at the level's change rate
 for all but the last ``tail_s`` seconds. Levels are interleaved over rounds (even rounds in
 order, odd ones reversed) and the app drains between them. What a level reports is measured
@@ -23,12 +23,16 @@ import numpy as np
 import shapely
 
 import config
-from bench.errors import BenchFailed
-from bench.live import calc, churn_calc
-from bench.live.deployment import AppOptions, Session
-from bench.live.publisher import Log, Paced, PacedProducer, paced
-from bench.live.run import Bench, BenchEnv, PhaseResult, phase, publisher_for
-from bench.tables import number
+from bench.churn import calc, report
+from bench.harness.batches import window_throughput
+from bench.harness.deployment import AppOptions, Session
+from bench.harness.encoding import encoded_geometry
+from bench.harness.environment import Bench, BenchEnv
+from bench.harness.errors import BenchFailed
+from bench.harness.latency import latency_summary
+from bench.harness.phase import PhaseResult, phase, publisher_for
+from bench.harness.publisher import Log, Paced, PacedProducer, paced
+from bench.harness.tables import number
 from geops.model import MIXED_RELATIONS, Subscriptions
 from geops.workload import Workload, generate_workload
 from schemas import codec
@@ -92,12 +96,12 @@ class ChangeWriter(PacedProducer):
     """Writes subscription changes of a ChangeMix to the subscriptions topic at a steady rate,
     in a thread of its own, keeping each change's timestamp, partition and offset."""
 
-    def __init__(self, client_conf: Mapping[str, str], topic: str, mix: churn_calc.ChangeMix,
+    def __init__(self, client_conf: Mapping[str, str], topic: str, mix: calc.ChangeMix,
                  geoms: np.ndarray):
         super().__init__(client_conf)
         self.topic, self.mix = topic, mix
         self.header = codec().header("Subscription")
-        self.geoms = [calc.encoded_geometry(w) for w in shapely.to_wkb(geoms)]
+        self.geoms = [encoded_geometry(w) for w in shapely.to_wkb(geoms)]
         self._thread: threading.Thread | None = None
         self._result: ChangeRun | None = None
         self._error: BaseException | None = None
@@ -141,8 +145,8 @@ class ChangeWriter(PacedProducer):
 
         def send(_n: int, ms: int) -> None:
             op, sid, geom, rel = mix.next()
-            value = (None if op == churn_calc.TOMBSTONE else
-                     churn_calc.subscription_bytes(header, sid, geoms[geom], rel))
+            value = (None if op == calc.TOMBSTONE else
+                     calc.subscription_bytes(header, sid, geoms[geom], rel))
             produce(topic, value, str(sid).encode(), timestamp=ms, on_delivery=report)
 
         run = paced(rate, seconds, send, self._producer.poll, stop=self.stop)
@@ -173,7 +177,7 @@ class Level:
     changes: ChangeRun | None
     window: tuple[int, int]            # epoch ms: the change window of the offer
     cpu: dict[str, float]              # CPU seconds over the level (offer and drain), by role
-    effect: churn_calc.Effect | None = None
+    effect: calc.Effect | None = None
 
     @property
     def label(self) -> str:
@@ -185,8 +189,8 @@ class Level:
 
     def row(self, trigger_ms: float) -> dict:
         p, (t0, t1) = self.phase, self.window
-        thr = churn_calc.window_throughput(p.batches, t0, t1)
-        lat = calc.latency_summary(p.latency[self.event_mask()])
+        thr = window_throughput(p.batches, t0, t1)
+        lat = latency_summary(p.latency[self.event_mask()])
         row = {"strategy": self.strategy, "join": self.join, "round": self.round,
                "change_rate": self.change_rate, "window_s": (t1 - t0) / 1000,
                "offered_rate": p.offer.rate, "sent_rate": p.offer.achieved_rate,
@@ -197,7 +201,7 @@ class Level:
                "max_ms": lat["max"], "lag_max": max((x.lag for x in p.samples
                                                     if x.lag is not None), default=None),
                "drain_s": p.drain_s, "loadavg_1m": p.load,
-               **churn_calc.cpu_use(p.offer.sent, self.cpu["app"], self.cpu["broker"])}
+               **calc.cpu_use(p.offer.sent, self.cpu["app"], self.cpu["broker"])}
         c = self.changes
         row.update({"changes_written": 0 if c is None else c.paced.sent,
                     "change_write_rate": 0.0 if c is None else c.achieved_rate,
@@ -205,7 +209,7 @@ class Level:
                     "updates": 0 if c is None else c.counts[1],
                     "tombstones": 0 if c is None else c.counts[2]})
         if c is not None and self.effect is not None:
-            s = churn_calc.effect_summary(c.written_ms, self.effect, trigger_ms)
+            s = calc.effect_summary(c.written_ms, self.effect, trigger_ms)
             row.update({k: v for k, v in s.items() if k != "changes"})
         return row
 
@@ -228,7 +232,7 @@ def run_level(s: Session, pub, writer: ChangeWriter | None, spec: ChurnSpec, str
     if changes is not None:
         with s.monitor.lock:
             batches = list(s.monitor.data.batches)
-        level.effect = churn_calc.time_to_effect(changes.written_ms, changes.partitions,
+        level.effect = calc.time_to_effect(changes.written_ms, changes.partitions,
                                                  changes.offsets, batches)
     r = level.row(spec.trigger_ms)
     log(f"  {label}: processed {r['processed_rate']:,.0f} pub/s over the change window, "
@@ -284,7 +288,7 @@ def run_cell(bench: Bench, spec: ChurnSpec, workload: Workload, change_geoms: np
     s.start_app()
     pub = publisher_for(s, workload)
     subs = workload.subscriptions
-    mix = churn_calc.ChangeMix(dict(zip(subs.ids.tolist(), subs.relations.tolist(),
+    mix = calc.ChangeMix(dict(zip(subs.ids.tolist(), subs.relations.tolist(),
                                         strict=True)),
                                len(change_geoms), [int(r) for r in MIXED_RELATIONS],
                                spec.mix, seed=spec.seed)
@@ -294,7 +298,7 @@ def run_cell(bench: Bench, spec: ChurnSpec, workload: Workload, change_geoms: np
     try:
         s.warm_up(pub, spec.rate)
         warm_up(s, pub, writer, spec, log)
-        for rnd, rate in churn_calc.level_order(spec.change_rates, spec.rounds):
+        for rnd, rate in calc.level_order(spec.change_rates, spec.rounds):
             levels.append(run_level(s, pub, writer, spec, strategy, join, rnd, rate, log))
         log(f"{strategy} {join}: {len(mix):,} subscriptions live at the end")
     finally:
@@ -305,13 +309,11 @@ def run_cell(bench: Bench, spec: ChurnSpec, workload: Workload, change_geoms: np
 
 
 def main(spec: ChurnSpec, log: Log) -> list[Level]:
-    from bench.live import churn_report
-
     log(f"command: {' '.join(spec.command) or ' '.join(sys.argv)} (pid {os.getpid()})")
     levels: list[Level] = []
     with Bench(spec, log) as bench:
         workload, change_geoms = workload_for(spec, log)
         for strategy, join in spec.cells:
             levels += run_cell(bench, spec, workload, change_geoms, strategy, join, log)
-    churn_report.write(spec, levels, log)
+    report.write(spec, levels, log)
     return levels

@@ -24,8 +24,8 @@ A run that fails (the app exits, no batch within ``--first-batch-timeout``) is r
 its reason (the app's last error line); with ``--retry-driver-memory`` it is run once more with
 that driver heap. Rows are appended to ``runs.csv`` after every run, so results exist early.
 
-What the logs and metrics say is read by ``bench.scale_calc``, memory and load are sampled by
-``bench.scale_memory``, and ``bench.scale_report`` draws the table and plots.
+What the logs and metrics say is read by ``calc``, memory and load are sampled by ``memory``,
+and ``report`` draws the table and plots.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchFailed
-from bench.live.deployment import session_env, unique_prefix
-from bench.live.publisher import now_ms
-from bench.processes import GEOPS, REPO, Processes
-from bench.scale_calc import (
-    append_rows,
+from bench.harness.csv_tables import append_csv
+from bench.harness.deployment import session_env, unique_prefix
+from bench.harness.errors import BenchFailed
+from bench.harness.processes import GEOPS, REPO, Processes
+from bench.harness.publisher import now_ms
+from bench.scale.calc import (
     batch_rows,
     dedupe_batches,
     failure_reason,
@@ -54,7 +54,7 @@ from bench.scale_calc import (
     summarise,
     to_float,
 )
-from bench.scale_memory import MemorySampler, UptimeLog
+from bench.scale.memory import MemorySampler, UptimeLog
 
 Log = Callable[[str], None]
 
@@ -160,7 +160,7 @@ class Run:
             code = self.procs.stop(app, grace=60)
             row["app_exit"] = code
             row.update(sampler.peaks.row())
-            append_rows(s.out / "memory.csv.gz",
+            append_csv(s.out / "memory.csv.gz",
                         [{"prefix": self.prefix, "strategy": self.strategy,
                           "subscriptions": self.n, "t_s": (m.pop("time_ms") - launch_ms) / 1000,
                           **m} for m in sampler.samples])
@@ -177,7 +177,7 @@ class Run:
         row.update(summarise(data.get("BatchSummary", []), data.get("PartitionLoad", []),
                              data.get("MoveReport", []), launch_ms))
         row.update(phases(text, row["first_batch_s"]))
-        append_rows(s.out / "batches.csv.gz", batch_rows(
+        append_csv(s.out / "batches.csv.gz", batch_rows(
             data.get("BatchSummary", []), data.get("PartitionLoad", []), launch_ms,
             {"prefix": self.prefix, "strategy": self.strategy, "subscriptions": self.n}))
         row["status"] = "ok"
@@ -308,7 +308,7 @@ def run_scale(spec: ScaleSpec, log: Log = print) -> list[dict[str, Any]]:
                         "%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)), wall_s=round(t1 - t0, 1),
                         load1_mean=uptime.mean_load(t0, t1))
                     rows.append(row)
-                    append_rows(spec.out / "runs.csv", [row])
+                    append_csv(spec.out / "runs.csv", [row])
                     log(format_row(row))
                     if row["status"] == "ok" or "stopped by the benchmark" in str(
                             row.get("failure")):  # a larger heap would not help that

@@ -1,5 +1,5 @@
-"""The rate-limited publisher of `geops bench live` and the benchmarks built on it: records
-sent at a steady rate, and what was sent when."""
+"""The rate-limited publisher of the benchmarks that offer a live stream (live, churn,
+delivery, chaos): records sent at a steady rate, and what was sent when."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import shapely
 
-from bench.errors import BenchFailed
-from bench.live import calc
+from bench.harness.encoding import encoded_geometry, publication_bytes
+from bench.harness.errors import BenchFailed
 from kafkaio.clients import producer
 from schemas import codec
 
@@ -108,7 +108,7 @@ class Publisher(PacedProducer):
         super().__init__(client_conf)
         self.topic = topic
         self.header = codec().header("Publication")
-        self.pools = [[calc.encoded_geometry(w) for w in shapely.to_wkb(g)]
+        self.pools = [[encoded_geometry(w) for w in shapely.to_wkb(g)]
                       for g in (pool_geoms, *other_pools)]
         self.geoms = self.pools[0]
         self.failed = 0
@@ -139,7 +139,7 @@ class Publisher(PacedProducer):
         def send(n: int, ms: int) -> None:
             pid = id_base + n
             geoms = self.geoms  # ``use`` may switch pools while the offer runs
-            produce(topic, calc.publication_bytes(header, pid, geoms[n % len(geoms)], ms),
+            produce(topic, publication_bytes(header, pid, geoms[n % len(geoms)], ms),
                     str(pid).encode(), on_delivery=report)
 
         run = paced(rate, seconds, send, self._producer.poll, events, stop)

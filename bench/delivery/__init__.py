@@ -1,0 +1,1 @@
+"""`geops bench delivery`: what exactly-once output costs against at-least-once (``run``)."""

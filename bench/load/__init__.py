@@ -1,0 +1,2 @@
+"""`geops bench load`: reading and encoding subscriptions for `geops subscribe`, before and now
+(``run``)."""
