@@ -32,8 +32,15 @@ UNTIL_IDLE = {  # commands that watch until Ctrl-C, and how the test ends them
     "geops tail --topic control": "--from-beginning --until-idle 2s",
     "geops tail --topic matches": "--from-beginning --until-idle 2s",
 }
-WAIT_FOR_THE_APP = (f"for _ in $(seq 150); do geops stats --expect-publications {PUBLICATIONS}"
-                    f" >/dev/null 2>&1 && break; sleep 2; done")
+READY = "ready: the query has started"  # the app's log line once it reads the stream
+
+
+def wait_for_the_app(log: Path) -> str:
+    """Shell lines that wait (5 minutes at most) until the app logging to ``log`` is ready and
+    its batches processed every publication."""
+    return (f"for _ in $(seq 600); do grep -q '{READY}' {log} && break; sleep 0.5; done\n"
+            f"for _ in $(seq 60); do geops stats --expect-publications {PUBLICATIONS} "
+            f">/dev/null 2>&1 && break; sleep 1; done")
 
 
 def tour() -> list[str]:
@@ -47,6 +54,7 @@ def tour() -> list[str]:
 def script(commands: list[str], work: Path) -> str:
     """The tour as a bash script with the changes the module's docstring lists."""
     out = ["set -euo pipefail", f"cd {shlex.quote(str(ROOT))}"]
+    app_log = None
     for n, cmd in enumerate(commands):
         cmd = cmd.replace("/tmp/w", str(work / "w"))
         if cmd == "geops broker start":
@@ -55,10 +63,12 @@ def script(commands: list[str], work: Path) -> str:
             cmd += " " + SIZES
         for head, tail in UNTIL_IDLE.items():
             if cmd.startswith(head):
-                out.append(WAIT_FOR_THE_APP)
+                out.append(wait_for_the_app(app_log))
                 cmd = f"{head} {tail}{cmd[len(head):]}"
         if cmd.endswith("&"):
-            cmd = f"{cmd[:-1].rstrip()} > {work / f'background-{n}.log'} 2>&1 &"
+            log = work / f"background-{n}.log"
+            app_log = log if cmd.startswith("geops app") else app_log
+            cmd = f"{cmd[:-1].rstrip()} > {log} 2>&1 &"
         if cmd.startswith("kill -TERM %"):
             out += [cmd, f"wait {cmd.split()[-1]}  # the app's exit code"]
             continue
@@ -100,6 +110,6 @@ def test_the_tour_runs_as_written(geops_env, tmp_path):
     assert proc.returncode == 0, f"{body}\n{out[-4000:]}\n{logs}"
     assert f"produced {PUBLICATIONS} publications" in out
     assert "unsubscribed 1 subscriptions" in out
-    app_log = next(p for p in tmp_path.glob("background-*.log") if "geops.app" in p.read_text())
+    app_log = next(p for p in tmp_path.glob("background-*.log") if READY in p.read_text())
     assert "stopped after" in app_log.read_text()
     assert re.search(rf"\b{PUBLICATIONS:,}\b", out), out[-3000:]  # the epoch summary's count
