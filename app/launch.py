@@ -184,12 +184,14 @@ class WorkerCancelTraces:
 
     def flush(self) -> list[bytes]:
         """The block held back (at the end of the stream, or once the next line shows where it
-        ended): nothing when it is a cancelled worker's."""
+        ended): nothing when it is a cancelled worker's, or when the stream ended before the
+        block had a single frame (a process killed as it began to print: nothing to read)."""
         held, last = self._held, self._last
         self._held, self._last = [], None
         closed = last is not None and last.startswith(self.CLOSED) \
             and any(b"pyspark/daemon.py" in h for h in held)
-        return [] if closed else held
+        empty = all(h.startswith((self.FLUSH, self.START)) or not h.strip() for h in held)
+        return [] if closed or empty else held
 
 
 class FatalWatch:

@@ -96,6 +96,16 @@ def test_the_traceback_of_a_cancelled_python_worker_is_left_out():
     assert sink.getvalue() == b"".join([b"a\n", b"b\n", *other, *DAEMON_EOF[:3]])
 
 
+def test_a_traceback_cut_off_before_its_first_frame_is_left_out():
+    """A process killed as it began to print (the app's end took its Python workers with it)
+    leaves a lone first line: nothing to read, so nothing is passed on."""
+    source, sink = io.BytesIO(b"a\nstopped after 1 batches\n" + DAEMON_EOF[0]), io.BytesIO()
+    watch = FatalWatch()
+    watch.follow(source, sink)
+    watch.join()
+    assert sink.getvalue() == b"a\nstopped after 1 batches\n"
+
+
 FLUSH_BROKEN = [b"PySpark daemon failed to flush the output to the worker process:\n",
                 b"Traceback (most recent call last):\n",
                 b'  File "/x/pyspark/daemon.py", line 95, in worker\n',
