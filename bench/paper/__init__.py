@@ -29,7 +29,7 @@ from bench.paper.simulate import (
     simulate_mode,
 )
 from bench.paper.simulate import SKEWS as SIMULATED_SKEWS
-from bench.paper.simulate_costs import cost_models
+from bench.paper.simulate_costs import cost_models, models_by_workload
 from bench.paper.simulate_sweep import point_workload
 from bench.paper.workloads import WorkloadKey, Workloads
 
@@ -37,5 +37,5 @@ __all__ = [
     "ADAPTIVE", "COST_MODE", "DYNAMIC_LB_STAL", "HOT_SPOT", "HOT_WORKERS", "MIN_DURATION_S",
     "PARTITIONER", "PERIOD_S", "PUBLICATIONS", "REPLICATE", "SIMULATED_SKEWS", "STATIC_STAL",
     "WORKERS", "CostModel", "Log", "WorkloadKey", "Workloads", "cost_models", "ideal_time_s",
-    "point_workload", "run_breakdown", "scenario_trace", "simulate_mode",
+    "models_by_workload", "point_workload", "run_breakdown", "scenario_trace", "simulate_mode",
 ]

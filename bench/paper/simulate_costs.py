@@ -37,6 +37,15 @@ def _per_partition(sums: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def models_by_workload(models: list[CostModel]) -> dict[tuple[int, int, int], list[CostModel]]:
+    """The models grouped by the workload they run on, (repeat, subscriptions, partitions), in
+    that key's order: one generated workload serves every pipeline of a group."""
+    groups: dict[tuple[int, int, int], list[CostModel]] = {}
+    for m in models:
+        groups.setdefault((m.repeat, m.subscriptions, m.partitions), []).append(m)
+    return dict(sorted(groups.items()))
+
+
 def cost_models(results_dir: Path, log: Log = print) -> list[CostModel]:
     """One model per (pipeline, repeat) that has a Static STAL run at skew 0.5."""
     runs = [r for r in read_rows(results_dir / "runs.csv") if is_plan_run(r)]

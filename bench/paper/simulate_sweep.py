@@ -4,7 +4,6 @@ skew and repeat, written to the ``simulation*.csv`` files of the results directo
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,12 @@ from bench.paper.simulate import (
     make_trace,
     simulate_mode,
 )
-from bench.paper.simulate_costs import check_partitions, cost_models, model_check
+from bench.paper.simulate_costs import (
+    check_partitions,
+    cost_models,
+    model_check,
+    models_by_workload,
+)
 from bench.paper.workloads import WorkloadKey, Workloads
 from distributor import Params
 from geops.errors import ParameterError
@@ -107,14 +111,12 @@ def run_simulation(results_dir: Path, *, workers: int = WORKERS, hot_workers: in
     write_csv(results_dir / "simulation_check.csv", model_check(results_dir, models))
     rows: list[dict[str, Any]] = []
     periods: list[dict[str, Any]] = []
-    groups: dict[tuple, list[CostModel]] = defaultdict(list)
-    for m in models:
-        groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    groups = models_by_workload(models)
     for parts in sorted({m.partitions for m in models if m.partitions <= workers}):
         log(f"simulation: NOTE P = {parts} partitions for W = {workers} workers: no worker "
             f"owns two partitions, so moving whole partitions cannot lower the busiest load")
     for skew in skews:
-        for (repeat, subs, parts), group in sorted(groups.items()):
+        for (repeat, subs, parts), group in groups.items():
             workload = point_workload(workloads, WorkloadKey(
                 repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
             if workload is None:

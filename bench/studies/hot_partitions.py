@@ -57,6 +57,7 @@ from bench.paper import (
     WorkloadKey,
     Workloads,
     cost_models,
+    models_by_workload,
     point_workload,
     scenario_trace,
     simulate_mode,
@@ -105,9 +106,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
     workloads = Workloads()
     rows: list[dict[str, Any]] = []
     periods: list[dict[str, Any]] = []
-    groups: dict[tuple, list[CostModel]] = defaultdict(list)
-    for m in models:
-        groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    groups = models_by_workload(models)
     points: list[tuple[str, int, int, int | None, float]] = []
     if "steady" in scenarios:
         points += [("steady", workers, hot_workers, None, s) for s in skews]
@@ -116,7 +115,7 @@ def compare_policies(results_dir: Path, out_dir: Path, *, policies: tuple[str, .
     if "concentrated" in scenarios:
         points += [("concentrated", w, h, k, s) for w, h, k, s in concentrated]
     for scenario, workers, hot_workers, hot_parts, skew in points:
-        for (repeat, subs, parts), group in sorted(groups.items()):
+        for (repeat, subs, parts), group in groups.items():
             workload = point_workload(workloads, WorkloadKey(
                 repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew,
                 hot_parts), log)

@@ -5,7 +5,6 @@ moves."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,12 @@ from bench.paper import (
     PUBLICATIONS,
     STATIC_STAL,
     WORKERS,
-    CostModel,
     Log,
     WorkloadKey,
     Workloads,
     cost_models,
     ideal_time_s,
+    models_by_workload,
     point_workload,
     scenario_trace,
     simulate_mode,
@@ -60,11 +59,9 @@ def compare_adaptive(results_dir: Path, out_dir: Path, *, workers: int = WORKERS
     decisions: list[dict[str, Any]] = []
     points = [("steady", s) for s in skews] + (
         [("moving", moving_skew)] if moving_skew is not None else [])
-    groups: dict[tuple, list[CostModel]] = defaultdict(list)
-    for m in models:
-        groups[(m.repeat, m.subscriptions, m.partitions)].append(m)
+    groups = models_by_workload(models)
     for scenario, skew in points:
-        for (repeat, subs, parts), group in sorted(groups.items()):
+        for (repeat, subs, parts), group in groups.items():
             workload = point_workload(workloads, WorkloadKey(
                 repeat, subs, publications, workers, hot_workers, parts, PARTITIONER, skew), log)
             if workload is None:
