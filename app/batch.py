@@ -94,6 +94,9 @@ class BatchState:
     epoch: int
     owners: list[Owners]
     last_input: float = field(default_factory=time.monotonic)
+    # when Kafka last answered the query (monotonic): the query's status showed it not waiting
+    # for offsets; a query the connector failed for Kafka's silence counts the outage from here
+    kafka_answered: float = field(default_factory=time.monotonic)
     batches: int = 0
     records: int = 0
     busy: bool = False

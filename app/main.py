@@ -209,7 +209,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     finally:
         ready_path(checkpoint).unlink(missing_ok=True)
         runner.close(abandon=code != EXIT_OK)
-        feed.close()
+        feed.close(wait=code != EXIT_OUTAGE)
         control.close()
         static.close()
         log.info("stopped after %d batches, %d records", state.batches, state.records)
@@ -440,7 +440,8 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
             return EXIT_OK, None
         text = str(query.exception())
         fatal = fatal_failure(text, cfg)
-        if fatal is None and not stopping and supervisor.restart_after(text):
+        if fatal is None and not stopping and supervisor.restart_after(text,
+                                                                       state.kafka_answered):
             query = start_query()
             continue
         return ((EXIT_FATAL, fatal) if fatal
@@ -461,6 +462,8 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
         except Exception:  # the query failed: reported by _supervise, once
             break
         status = query.status
+        if not status["message"].startswith("Getting offsets"):
+            state.kafka_answered = time.monotonic()  # this trigger's offsets came, or none asked
         if starting(status):
             state.last_input = time.monotonic()  # the idle clock starts with the query
         elif not ready and state.batches:
@@ -488,9 +491,10 @@ _EXPECTED = re.compile(r"kafkaio\.errors\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 class Supervisor:
     """Restarts a query that Spark's Kafka connector failed because Kafka did not answer, from
-    its checkpoint, once Kafka answers again; the outage counts from the query's failure (the
-    connector may fail early, on an error it does not retry), and past the outage limit the app
-    gives up (``outage`` holds the one line)."""
+    its checkpoint, once Kafka answers again. The outage counts from Kafka's last answer to the
+    query (the connector itself waits for Kafka up to the outage limit before it fails the
+    query; counted from the failure, the app would wait twice the limit), and past the limit
+    the app gives up (``outage`` holds the one line)."""
 
     def __init__(self, kafka_conf: dict[str, str], outage_limit: float):
         from kafkaio.retry import Outage
@@ -500,8 +504,9 @@ class Supervisor:
         self.outage: str | None = None
         self._outage = Outage(kafka_conf.get("bootstrap.servers", "?"), outage_limit)
 
-    def restart_after(self, text: str) -> bool:
-        """Whether to restart after a query failed with ``text`` (after waiting for Kafka)."""
+    def restart_after(self, text: str, answered: float | None = None) -> bool:
+        """Whether to restart after a query failed with ``text`` (after waiting for Kafka);
+        ``answered``: when Kafka last answered the query (``time.monotonic``)."""
         from app.kafka_read import kafka_silent
         from kafkaio.clients import check_reachable
         from kafkaio.errors import KafkaOutage, KafkaUnavailable
@@ -513,7 +518,8 @@ class Supervisor:
                 check_reachable(self.conf, timeout=5.0)
             except KafkaUnavailable:
                 try:
-                    self._outage.failed("the streaming query (Spark's Kafka connector)")
+                    self._outage.failed("the streaming query (Spark's Kafka connector)",
+                                        silent_since=answered)
                 except KafkaOutage as exc:
                     self.outage = str(exc)
                     return False

@@ -148,9 +148,11 @@ class Prefetch:
             self._messages = keep
             return out
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the thread; whether it ended within ``timeout`` seconds."""
         self._stop.set()
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=timeout)
+        return not self._thread.is_alive()
 
 
 class SubscriptionFeed:
@@ -248,10 +250,13 @@ class SubscriptionFeed:
         """Where the set stands: {partition: offset after the last record applied}."""
         return {str(p): e for p, e in sorted(self.position.items())}
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop reading ahead and close the clients. ``wait=False``, for an app that ends
+        because Kafka is silent: the thread, which may be waiting on Kafka, and the client it
+        asks are left to end with the process instead of waiting out their timeouts."""
         if self._ahead is not None:  # first: its thread asks the probe
-            self._ahead.close()
+            wait = self._ahead.close(5.0 if wait else 0.0) and wait
             self._ahead = None
-        if self._probe is not None:
+        if self._probe is not None and wait:
             self._probe.close()
-            self._probe = None
+        self._probe = None

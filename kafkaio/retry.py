@@ -53,11 +53,13 @@ class Outage:
     def down_for(self) -> float:
         return 0.0 if self.since is None else self._clock() - self.since
 
-    def failed(self, what: str, sleep: bool = True) -> None:
-        """Record a failure of ``what``; raise KafkaOutage past the limit, else back off."""
+    def failed(self, what: str, sleep: bool = True, silent_since: float | None = None) -> None:
+        """Record a failure of ``what``; raise KafkaOutage past the limit, else back off.
+        ``silent_since`` (on this object's clock): when Kafka last answered, where the caller
+        knows it was before this first failure; the outage counts from there."""
         now = self._clock()
         if self.since is None:
-            self.since = now
+            self.since = now if silent_since is None else min(now, silent_since)
             self._warned = now
         down = now - self.since
         if down >= self.limit:
