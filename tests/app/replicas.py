@@ -243,3 +243,22 @@ def loads_by_batch(loads: list[dict]) -> dict[int, list[Counter]]:
     for (batch, _), counts in sorted(grouped.items()):
         out[batch].append(counts)
     return out
+
+
+def assert_split_as_keys_give(cfg: config.Config, router, owners: list[Owners],
+                              summaries: list[dict], loads: list[dict]) -> int:
+    """Every report of a batch (a replayed batch reports again; a report cut short by a kill
+    holds part of its loads) has the split of its items among the owners that the batch's keys
+    give, and every owner of a replicated partition took items. Returns how many batches were
+    reported more than once."""
+    keys, geometry = batch_keys(cfg, summaries)
+    reports = loads_by_batch(loads)
+    assert set(reports) <= set(keys)
+    for batch, counts in reports.items():
+        want = expected_split(router, keys[batch], geometry, owners)
+        assert all(c.items() <= want.items() for c in counts), batch
+        assert any(c == want for c in counts), batch
+    replicated = {(r["partition"], r["worker"]) for r in loads
+                  if r["items"] and len(owners[r["partition"]]) > 1}
+    assert replicated == {(p, w) for p, o in enumerate(owners) if len(o) > 1 for w in o}
+    return sum(len(c) > 1 for c in reports.values())

@@ -2,9 +2,10 @@
 
 The driver kills itself with SIGKILL at a named point of a given batch (``app.faults``), the
 app is restarted on the same checkpoint, and at the end a read_committed reader sees one Match
-record per matching publication, equal to the oracle's. The same crashes with at-least-once
-delivery show the duplicates it allows: the batches whose output was in Kafka when the driver
-died are written again.
+record per matching publication, equal to the oracle's. The same crash with at-least-once
+delivery shows the duplicates it allows (the batch whose output was in Kafka when the driver
+died is written again) and loses nothing; there replicated partitions are in force, and the
+replayed batch splits its items among a partition's owners as its first run did.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import pytest
 
 from app.faults import FAIL_TASK_VAR, KILL_VAR
 from distributor.service import Service
+from geops.strategies import build_strategy
 from kafkaio.dump import by_schema
+from kafkaio.sender import Sender
 from tests.app.conftest import metrics
 from tests.app.delivery_checks import (
     assert_exactly_once,
@@ -28,6 +31,7 @@ from tests.app.delivery_checks import (
     visible_output,
 )
 from tests.app.live import LiveProducer, Phase, load_subscriptions_only
+from tests.app.replicas import P, assert_split_as_keys_give, busiest, replica_command, replica_plan
 from tests.app.test_app_control import wait_for_batches
 from tests.isolated import environ_without_pythonpath, python_without_project
 
@@ -37,8 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # `after-commit` the batch is in Kafka (committed) and Spark has not committed it; at
 # `mid-write` its matches and loads are sent (exactly-once: in a transaction left open). Batch
 # 0 starts with the query, usually before the first publication. At least once, one crash
-# shows what a replay writes twice (that no match is lost across a crash is also
-# tests/app/test_app_delivery.py's).
+# shows what a replay writes twice.
 KILLS = {"exactly-once": ["after-commit@2", "mid-write@4"],
          "at-least-once": ["after-commit@2"]}
 RATE = 150.0  # publications per second: the stream is still arriving at the first crash
@@ -48,9 +51,16 @@ RATE = 150.0  # publications per second: the stream is still arriving at the fir
 def test_driver_killed_at_points_of_a_batch(delivery, workload, kafka_cfg, geops_env,
                                              tmp_path):
     load_subscriptions_only(kafka_cfg, workload.subs)
+    flags = ["--master", "local[2]", "--delivery", delivery]
+    if delivery == "at-least-once":  # the three busiest partitions on both workers
+        router = build_strategy("sPIS", workload.subs, P, "kdbtree").router()
+        owners = replica_plan(busiest(router, workload.pubs)).owners[1]
+        s = Sender(kafka_cfg.kafka_client())
+        s.send(kafka_cfg.topic("control"), replica_command(1, owners), key=b"geops")
+        s.close()
+        flags += ["--partitions", str(P)]
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     env = {**os.environ, **geops_env}
-    flags = ["--master", "local[2]", "--delivery", delivery]
     kills = KILLS[delivery]
     for i, spec in enumerate(kills):
         code = run_app(flags, {**env, KILL_VAR: spec}, tmp_path / f"run-{i}.log")
@@ -70,6 +80,9 @@ def test_driver_killed_at_points_of_a_batch(delivery, workload, kafka_cfg, geops
     # at-least-once: the batch whose output was all in Kafka is written twice, no other
     assert in_matches == {2}, in_matches
     assert in_summaries == {2}, in_summaries
+    loads = metrics(kafka_cfg)["PartitionLoad"]
+    assert all(r["epoch"] == 1 for r in loads)
+    assert assert_split_as_keys_give(kafka_cfg, router, owners, summaries, loads) >= 1
 
 
 def test_task_failure_is_retried_without_a_second_copy(workload, kafka_cfg, geops_env,
