@@ -76,7 +76,7 @@ def t95(df: int) -> float:
     return _T95[min(df, len(_T95)) - 1]
 
 
-def number(value: Any) -> float:
+def field_number(value: Any) -> float:
     """A finite non-negative float of a record field, else 0.0 (missing or unusable)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0

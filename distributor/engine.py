@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distributor.adaptive import AdaptiveModel, Batch, number
+from distributor.adaptive import AdaptiveModel, Batch, field_number
 from distributor.decisions import Outcome, Situation, decide, decide_adaptive
 from distributor.epoch import LAST_EPOCH, Epochs, last_epoch_reason
 from distributor.loads import LONG_MAX, EpochLoads
@@ -266,7 +266,7 @@ class Engine:
         self._count("move reports")
         if self._model is not None:
             self._model.observe_move(report["partitions_moved"], report["bytes"],
-                                     number(report["duration_ms"]))
+                                     field_number(report["duration_ms"]))
         return None
 
     def observe_load(self, record: Any) -> str | None:
@@ -361,7 +361,8 @@ class Engine:
                       tuple(float(parts[p][1]) if p in parts else 0.0
                             for p in range(self.partitions)),
                       tuple(owners), self.workers, sum(v[2] for v in parts.values()),
-                      number(summary.get("duration_ms")), number(summary.get("join_stage_ms")))
+                      field_number(summary.get("duration_ms")),
+                      field_number(summary.get("join_stage_ms")))
         if self._model.add(batch, summary.get("join") if isinstance(summary.get("join"), str)
                            else None):
             self._due = True
