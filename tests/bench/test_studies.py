@@ -10,7 +10,7 @@ from pathlib import Path
 import bench.studies
 from bench.harness.csv_tables import write_csv
 from bench.harness.eventlog import parse
-from bench.studies import ab_decode, cpu_by_process, eventlog, profile_route
+from bench.studies import ab_decode, cpu_by_process, event_state, eventlog, profile_route
 
 PIPELINES = ("sPS", "sPIS")
 MODES = {"Static STAL": 1000.0, "Dynamic LB STAL": 1400.0}   # throughput at skew 0.9
@@ -22,7 +22,7 @@ def _rid(pipeline: str, mode: str, skew: int, repeat: int) -> str:
 
 def test_every_study_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.studies.__path__)]
-    assert len(names) == 15
+    assert len(names) == 16
     for name in names:
         module = importlib.import_module(f"bench.studies.{name}")
         assert module.__doc__, name
@@ -110,3 +110,26 @@ def test_profile_churn_times_every_step() -> None:
     lines = profile_churn.profile(changes=40, batches=2, subscriptions=300)
     assert len(lines) == 2 and all("driver apply" in x and "executors apply" in x for x in lines)
     assert profile_churn.main(["x"]) == 2 and profile_churn.main(["0"]) == 2
+
+
+def test_the_event_state_step_is_one_object_at_a_time_by_event_time() -> None:
+    """``event_state.events_of`` over several objects at once (the bucket layout) gives the
+    events a loop over each object's positions in event-time order gives."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    oid = rng.choice(np.array(["a", "b", "c", "d"], dtype=object), 200)
+    t = rng.permutation(200).astype(np.int64)
+    now = rng.random(200) < 0.5
+    was = {"a": True, "b": False}
+    ev, order, state = event_state.events_of(
+        oid, t, now, lambda objs: np.array([was.get(o, False) for o in objs]))
+    got = sorted(int(t[order][i]) for i in ev)
+    want, last = [], {}
+    for i in np.argsort(t):
+        before = last.get(oid[i], was.get(oid[i], False))
+        if now[i] != before:
+            want.append(int(t[i]))
+        last[oid[i]] = bool(now[i])
+    assert got == sorted(want)
+    assert state == {o: (int(t[oid == o].max()), last[o]) for o in last}
