@@ -65,20 +65,17 @@ def kafka_cfg(geops_env: dict[str, str]) -> Config:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files in the order two test processes finish them soonest (``--dist loadfile
     --no-loadscope-reorder`` in ``scripts/test``; the order within a file is kept): the longest
-    first (marked ``longest``: the short chaos run, minutes of nine processes), then those that
-    mostly wait (marked ``waits``: a frozen or stopped broker), which the other process runs
-    beside the chaos run, where CPU is scarce, then the slow files, the benchmarks' last, then
-    those with integration tests, then the pure ones, which fill the end evenly."""
+    first (marked ``longest``: the short chaos run, minutes of nine processes), then the slow
+    files, the benchmarks' last so that they do not share the machine with the chaos run,
+    then those with integration tests, then the pure ones, which fill the end evenly."""
     rank: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
         if item.get_closest_marker("longest"):
             mark = 0
-        elif item.get_closest_marker("waits"):
-            mark = 1
         elif item.get_closest_marker("slow"):
-            mark = 3 if path.startswith("tests/bench/") else 2
+            mark = 2 if path.startswith("tests/bench/") else 1
         else:
-            mark = 4 if item.get_closest_marker("integration") else 5
-        rank[path] = min(rank.get(path, 5), mark)
+            mark = 3 if item.get_closest_marker("integration") else 4
+        rank[path] = min(rank.get(path, 4), mark)
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])

@@ -28,7 +28,7 @@ from tests.faults.stack import (
     wait_ready,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RATE = 120.0
 DOWN = 5.0           # seconds the broker stays dead before it is started again

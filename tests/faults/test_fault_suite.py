@@ -33,7 +33,7 @@ from tests.faults.stack import (
     wait_ready,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "40"))
 RATE = 100.0

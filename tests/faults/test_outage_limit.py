@@ -22,7 +22,7 @@ from kafkaio.topics import create_topics
 from tests.app.conftest import Workload, load
 from tests.conftest import kafka_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _start(broker, tmp_path: Path, prefix: str, seed: int, subscriptions: int,
