@@ -81,24 +81,26 @@ def events_of(oid: np.ndarray, t: np.ndarray, now: np.ndarray,
     return np.flatnonzero(now != prev), order, state
 
 
-def _frame(oid: np.ndarray, pub: np.ndarray, now: np.ndarray) -> Any:
-    import pandas as pd
-
-    return pd.DataFrame({"object_id": oid, "pub": pub,
-                         "kind": np.where(now, "enter", "exit")})
-
-
-def _one_object(key: tuple, frames: Iterator[Any], known: tuple | None
-                ) -> tuple[Any | None, tuple]:
+def _step(frames: Iterator[Any], was: Callable[[np.ndarray], np.ndarray]
+          ) -> tuple[Any | None, dict]:
+    """One group's positions (pandas frames) through ``events_of``: the events as a frame
+    (None when there are none) and the objects' new states."""
     import pandas as pd
 
     pdf = pd.concat(list(frames))
     oid = pdf["object_id"].to_numpy(dtype=object)
     now = inside(pdf["x"].to_numpy(), pdf["y"].to_numpy())
-    ev, order, state = events_of(oid, pdf["t"].to_numpy(), now,
-                                 lambda _: np.array([bool(known and known[1])]))
+    ev, order, state = events_of(oid, pdf["t"].to_numpy(), now, was)
+    if not len(ev):
+        return None, state
     pub, now = pdf["pub"].to_numpy()[order], now[order]
-    out = _frame(oid[order][ev], pub[ev], now[ev]) if len(ev) else None
+    return pd.DataFrame({"object_id": oid[order][ev], "pub": pub[ev],
+                         "kind": np.where(now[ev], "enter", "exit")}), state
+
+
+def _one_object(key: tuple, frames: Iterator[Any], known: tuple | None
+                ) -> tuple[Any | None, tuple]:
+    out, state = _step(frames, lambda _: np.array([bool(known and known[1])]))
     return out, state[key[0]]
 
 
@@ -113,19 +115,13 @@ def by_object_apply(key: tuple, frames: Iterator[Any], state: Any) -> Iterator[A
 def by_bucket(key: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
     """``applyInPandasWithState``'s function keyed by bucket: the bucket's objects' states in
     one pickled dict."""
-    import pandas as pd
-
     known = pickle.loads(state.get[0]) if state.exists else {}
-    pdf = pd.concat(list(frames))
-    oid = pdf["object_id"].to_numpy(dtype=object)
-    now = inside(pdf["x"].to_numpy(), pdf["y"].to_numpy())
-    ev, order, new = events_of(oid, pdf["t"].to_numpy(), now,
-                               lambda objs: np.array([known.get(o, (0, False))[1]
-                                                      for o in objs], bool))
+    out, new = _step(frames, lambda objs: np.array([known.get(o, (0, False))[1]
+                                                    for o in objs], bool))
     known.update(new)
     state.update((pickle.dumps(known, protocol=pickle.HIGHEST_PROTOCOL),))
-    if len(ev):
-        yield _frame(oid[order][ev], pdf["pub"].to_numpy()[order][ev], now[order][ev])
+    if out is not None:
+        yield out
 
 
 def object_processor() -> Any:
