@@ -32,6 +32,10 @@ class Sender:
         # A fatal error (e.g. a producer id refused by the ACLs): no record will be delivered.
         self._fatal: KafkaError | None = None
         self._topic = ""
+        # Fatal errors come through this callback: without one, confluent-kafka raises them
+        # out of flush() while it serves the delivery callbacks, and a callback that runs in
+        # the same call can clear the exception (a SystemError with no cause).
+        extra.setdefault("error_cb", self._on_error)
         self._producer: Producer = producer(client_conf, **extra)
         self._outage = Outage(str(client_conf.get("bootstrap.servers", "?")), outage_limit)
         self.rate = rate
@@ -49,6 +53,11 @@ class Sender:
         if self.first_error is None:
             self.first_error = (denied(err, self._conf, "WRITE", f"topic '{msg.topic()}'")
                                 or err.str())
+
+    def _on_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback: keep the first fatal error (the others it retries)."""
+        if err.fatal() and self._fatal is None:
+            self._fatal = err
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              partition: int | None = None, headers: list | None = None) -> None:
@@ -95,9 +104,9 @@ class Sender:
             try:
                 left = self._producer.flush(1.0)
             except (KafkaException, SystemError) as exc:
-                self._fatal = _fatal_error(exc)
+                self._fatal = self._fatal or _fatal_error(exc)
                 break
-            if not left:
+            if not left or self._fatal is not None:
                 break
             if self.delivered + self.failed > before:
                 outage.ok()
@@ -123,9 +132,9 @@ class Sender:
 
 
 def _fatal_error(exc: BaseException) -> KafkaError:
-    """The fatal KafkaError confluent-kafka raised out of ``flush`` (on a producer without an
-    error callback it raises it while serving the callbacks, so a delivery callback may turn
-    it into a SystemError whose cause it is); anything else is raised again."""
+    """The fatal KafkaError confluent-kafka raised out of ``flush`` (a producer given its own
+    ``error_cb`` instead raises none: a delivery callback may turn it into a SystemError whose
+    cause it is); anything else is raised again."""
     for e in (exc, exc.__cause__):
         if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
             return e.args[0]
