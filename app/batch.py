@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from app.batch_output import batch_output
 from app.change_broadcasts import ChangeBroadcasts
 from app.control_channel import ControlChannel
+from app.events_out import FenceTable, bucket_records, position_hits
 from app.faults import KillPoint
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats, layout_record
@@ -33,7 +34,15 @@ from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.static import StaticSide, by_worker
 from app.subscriptions import SubscriptionFeed
 from app.task_read import BatchRanges
-from app.task_records import Busy, Matched, PartitionLoad, Payloads, Presence, ReadStats
+from app.task_records import (
+    Busy,
+    Matched,
+    PartitionLoad,
+    Payloads,
+    Positions,
+    Presence,
+    ReadStats,
+)
 from app.tasks import (
     JoinContext,
     RouteContext,
@@ -84,6 +93,7 @@ class Topics:
     metrics: str
     control: str
     dead_letter: str
+    positions: str = ""  # each batch's positions of moving objects (app.events_out); "": none
 
 
 @dataclass
@@ -119,7 +129,8 @@ class BatchRunner:
                  outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
                  fold_bytes: int, delivery: str = "at-least-once",
-                 follow: WorkerCount | None = None, one_stage_records: int = 0):
+                 follow: WorkerCount | None = None, one_stage_records: int = 0,
+                 fences: FenceTable | None = None):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -136,6 +147,7 @@ class BatchRunner:
         self.on_data_loss = on_data_loss
         self.fold_bytes = fold_bytes
         self.one_stage_records = one_stage_records  # 0: every batch through the connector
+        self.fences = fences  # the fences the events query hears of (None: no events)
         self._one_stage = False  # whether the batch being written ran in one stage
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
@@ -242,6 +254,8 @@ class BatchRunner:
             return
         t1 = time.perf_counter()
         result = self.live.apply(change.upserts, change.deletes)
+        if self.fences is not None:
+            self.fences.apply(change.upserts.ids, change.detect, change.deletes)
         self.shipped.publish(self.live.seq, result)
         self.disjoint = self.live.disjoint_ids()
         t2 = time.perf_counter()
@@ -398,6 +412,7 @@ class BatchRunner:
         # one load per (partition, owner): a replicated partition reports each owner's share
         loads = {(p, w): PartitionLoad(p, w) for p, owners in enumerate(state.owners)
                  for w in owners}
+        positions: list[Positions] = []
         records = dead = 0
         busiest_ns = 0
         sizes: dict[int, int] = {}
@@ -416,6 +431,8 @@ class BatchRunner:
                 known_times.append(rec.event_ms)
             elif isinstance(rec, PartitionLoad):
                 loads[(rec.partition, rec.worker)] = rec
+            elif isinstance(rec, Positions):
+                positions.append(rec)
             elif isinstance(rec, ReadStats):
                 records += rec.records
                 dead += rec.dead_letters
@@ -437,6 +454,12 @@ class BatchRunner:
         out = self.output.open(batch_id)
         for pid, value in zip(pub_ids.tolist(), values, strict=True):
             out.send(matches, value, key=str(pid).encode())
+        fences = self.fences
+        if fences is not None and (positions or fences.complete or fences.changed):
+            hits = position_hits(positions, mkeys, offsets, sub_ids, fences.ids)
+            for key, record in bucket_records(self.app_id, batch_id, match_ms, hits, fences):
+                out.send(self.topics.positions, self.codec.encode("ObjectPositions", record),
+                         key=key)
         now = _now_ms()
         for load in loads.values():
             self._send_metric(batch_id, "PartitionLoad",
@@ -462,6 +485,8 @@ class BatchRunner:
         if self._layout_sent is None or time.monotonic() - self._layout_sent >= LAYOUT_EVERY_S:
             self.send_layout(batch_id)
         self.output.finish(batch_id)
+        if fences is not None:
+            fences.written()
         self._announce = None
         self._kill("after-commit", batch_id)
         state.batches += 1

@@ -33,6 +33,7 @@ from config.exitcodes import (
 if TYPE_CHECKING:
     from app.batch import BatchRunner, BatchState, Topics
     from app.control_channel import ControlChannel
+    from app.events_query import EventsQuery
     from app.launch import Watchdog
     from app.static import StaticSide
     from app.subscription_scan import Scan, SubscriptionSet
@@ -172,8 +173,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     from app.batch import BatchState, Topics
 
     kafka_conf = cfg.kafka_client()
+    events_on = cfg["app.events"] == "on"
     topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
-                    cfg.topic("control"), cfg.topic("dead_letter"))
+                    cfg.topic("control"), cfg.topic("dead_letter"),
+                    cfg.topic("positions") if events_on else "")
     checkpoint = checkpoint_dir(cfg)
     try:
         options = _source_options(cfg, topics, starting_offsets)
@@ -195,6 +198,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     start_query = _query_starter(cfg, spark, options, runner, checkpoint)
+    events = _events_query(cfg, spark, kafka_conf, topics, checkpoint) if events_on else None
+    if events is not None:
+        events.start()  # first: it starts at the positions the matching query writes next
     query = start_query()
     state.last_input = time.monotonic()
     log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
@@ -203,11 +209,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
     try:
         code, message = _supervise(cfg, query, start_query, state, stopping, supervisor,
-                                   checkpoint, topics, kafka_conf)
+                                   checkpoint, topics, kafka_conf, events)
         if message is not None:
             log.error("%s", message)
     finally:
         ready_path(checkpoint).unlink(missing_ok=True)
+        if events is not None:
+            _stop_events(events, drain=code == EXIT_OK)
         runner.close(abandon=code != EXIT_OK)
         feed.close(wait=code != EXIT_OUTAGE)
         control.close()
@@ -375,6 +383,7 @@ def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionS
     """The per-batch pipeline, warmed up so that the executors' Python processes hold the
     matching code and the resident indexes before the first publication waits for them."""
     from app.batch import BatchRunner
+    from app.events_out import FenceTable
     from app.workers import WorkerCount
     from geops.strategies.churn import LiveSubscriptions
 
@@ -388,7 +397,9 @@ def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionS
                          live=LiveSubscriptions(strategy, found.envelopes),
                          fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
                          follow=WorkerCount(sc, workers),
-                         one_stage_records=cfg["app.one_stage_records"])
+                         one_stage_records=cfg["app.one_stage_records"],
+                         fences=(FenceTable(found.envelopes.ids, found.detect)
+                                 if topics.positions else None))
     built, took = runner.warm_up()
     log.info("warmed up in %.1f s: the executors' Python processes hold the matching code "
              "and %d resident indexes", took, built)
@@ -411,6 +422,40 @@ def _query_starter(cfg: Config, spark: Any, options: dict[str, str], runner: Bat
     return start_query
 
 
+def _events_query(cfg: Config, spark: Any, kafka_conf: dict[str, str], topics: Topics,
+                  checkpoint: str) -> EventsQuery:
+    """The events query (``app.events_query``), its checkpoint beside the matching query's."""
+    from app.batch_output import batch_output
+    from app.events_query import EventsQuery, EventsWriter
+    from app.kafka_read import source_options
+
+    events_checkpoint = str(Path(checkpoint) / "events")
+    output = batch_output(cfg["app.delivery"], kafka_conf, cfg["kafka.outage_limit"],
+                          app_id=cfg["app.app_id"], checkpoint=events_checkpoint,
+                          publications=topics.positions, outputs=(cfg.topic("events"),))
+    options = source_options(cfg, topics.positions, "latest")
+    options.pop("maxOffsetsPerTrigger", None)
+    options["failOnDataLoss"] = "true"
+    return EventsQuery(spark, options, events_checkpoint, cfg["app.app_id"],
+                       int(cfg["app.object_ttl"] * 1000),
+                       EventsWriter(output, cfg.topic("events")), kafka_conf,
+                       cfg["kafka.outage_limit"])
+
+
+def _stop_events(events: EventsQuery, drain: bool) -> None:
+    """Stop the events query: after the positions already written (``drain``, a clean stop),
+    else at once; then release its producer."""
+    try:
+        if drain:
+            events.drain()
+        elif events.query is not None:
+            events.query.stop()
+    except Exception as exc:  # its own failure is reported; the app is ending anyway
+        log.error("the events query: %s", one_line(exc))
+    finally:
+        events.writer.close(abandon=not drain)
+
+
 def _stop_on_signals() -> list[int]:
     """Stop after the current batch on SIGTERM or SIGINT; returns the list each signal
     received is appended to."""
@@ -427,15 +472,28 @@ def _stop_on_signals() -> list[int]:
 
 def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: BatchState,
                stopping: list[int], supervisor: Supervisor, checkpoint: str, topics: Topics,
-               kafka_conf: dict[str, str]) -> tuple[int, str | None]:
-    """Follow the query until it ends; restart it after an outage the connector gave up on.
-    Returns the exit code and, when the query failed, the one line that says why."""
+               kafka_conf: dict[str, str], events: EventsQuery | None = None
+               ) -> tuple[int, str | None]:
+    """Follow the query (and the events query) until it ends; restart either after an outage
+    the connector gave up on. Returns the exit code and, when a query failed, the one line
+    that says why."""
     from app.kafka_read import describe_loss
     from app.launch import fatal_failure
 
     ready = False
     while True:
-        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics)
+        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics, events)
+        failed = events.failure() if events is not None else None
+        if failed is not None:
+            if (fatal_failure(failed, cfg) is None and not stopping
+                    and supervisor.restart_after(failed, state.kafka_answered)):
+                events.start()
+                if query.isActive:
+                    continue
+            else:
+                query.stop()
+                code, line = explain_failure(failed, events.checkpoint, supervisor.outage)
+                return code, f"the events query: {line}"
         if query.exception() is None:
             return EXIT_OK, None
         text = str(query.exception())
@@ -451,7 +509,7 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
 
 
 def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], ready: bool,
-            checkpoint: str, topics: Topics) -> bool:
+            checkpoint: str, topics: Topics, events: EventsQuery | None = None) -> bool:
     """Wait while the query runs: write the ready file after its first batch, and stop it,
     once no batch is running, when a signal came or it was idle for ``app.stop_after_idle``.
     Returns whether the app is ready (has written its ready file)."""
@@ -461,6 +519,8 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
             query.awaitTermination(0.2)
         except Exception:  # the query failed: reported by _supervise, once
             break
+        if events is not None and events.failure() is not None:
+            break  # restarted or reported by _supervise
         status = query.status
         if not status["message"].startswith("Getting offsets"):
             state.kafka_answered = time.monotonic()  # this trigger's offsets came, or none asked

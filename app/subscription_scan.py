@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from geops.model import Envelopes, Subscriptions, geometries_from_wkb
+from geops.model import Envelopes, Relation, Subscriptions, geometries_from_wkb
 from geops.strategies import payload
 
 # Records read by one task; a topic partition longer than this is read by several tasks.
@@ -78,6 +78,8 @@ class SliceSummary:
     offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     state: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
     envelopes: Envelopes | None = None  # row for row with ``ids`` (NaN where not live)
+    # row for row with ``ids``: the ``DetectKind`` bit mask of a live fence, else 0
+    detect: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
     dead: list[DeadRecord] = field(default_factory=list)
 
 
@@ -134,18 +136,22 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
                 geoms[i] = None
                 out.dead.append(_dead(msgs[last[i]], f"subscription {ids[i]}: {problem}",
                                       int(ids[i])))
+    detect = detect[last]
     fenced = np.flatnonzero((out.state == LIVE) & has_distance[last])
     if len(fenced):
-        from geops.fences import fence_problems  # pyproj, loaded only for distance fences
+        from geops.fences import fence_shapes  # pyproj, loaded only for distance fences
 
         rows = last[fenced]
-        problems = fence_problems(ids[fenced], geoms[fenced], detect[rows], distance[rows],
-                                  has_distance[rows])
+        shapes, problems = fence_shapes(ids[fenced], geoms[fenced], detect[fenced],
+                                        distance[rows], has_distance[rows])
+        geoms[fenced] = shapes
         for i, problem in zip(fenced.tolist(), problems, strict=True):
             if problem:
                 out.state[i] = UNUSABLE
-                geoms[i] = None
                 out.dead.append(_dead(msgs[last[i]], problem, int(ids[i])))
+    # a fence is matched by its shape: the publications it intersects (``geops.events``)
+    relations[(out.state == LIVE) & (detect != 0)] = Relation.INTERSECTS
+    out.detect = np.where(out.state == LIVE, detect, 0).astype(np.uint8)
     ok = out.state == LIVE
     bounds = np.full((len(ids), 4), np.nan)
     if ok.any():
@@ -184,6 +190,8 @@ class SubscriptionSet:
     records: int = 0
     tombstones: int = 0
     skipped: int = 0
+    # row for row with ``envelopes``: the ``DetectKind`` bit mask of each (0: no fence)
+    detect: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
 
 
 def merge_summaries(summaries: Iterable[SliceSummary]) -> SubscriptionSet:
@@ -222,8 +230,9 @@ def merge_summaries(summaries: Iterable[SliceSummary]) -> SubscriptionSet:
     stale = {int(k): np.sort(ids[replaced[slice_of[replaced] == k]])
              for k in np.unique(slice_of[replaced]).tolist()}
     deleted = np.sort(ids[winner & (state != LIVE)])
+    detect = np.concatenate([s.detect for s in parts])
     return SubscriptionSet(envelopes.take(live), stale, dead, deleted, records, tombstones,
-                           len(dead))
+                           len(dead), detect[live])
 
 
 def read_change(messages: Iterable[Any]) -> tuple[SubscriptionSet, Subscriptions]:

@@ -54,6 +54,8 @@ class Change:
     upserts: Subscriptions
     deletes: np.ndarray
     report: LoadReport = field(default_factory=LoadReport)
+    # row for row with ``upserts``: the ``DetectKind`` bit mask of each (0: no fence)
+    detect: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
 
     def __bool__(self) -> bool:
         return bool(len(self.upserts) or len(self.deletes))
@@ -232,7 +234,7 @@ class SubscriptionFeed:
         self.position = {p: max(e, self.position.get(p, 0)) for p, e in ends.items()}
         self.reject(found.dead)
         change = Change(upserts, found.deleted,
-                        LoadReport(found.records, found.tombstones, found.skipped))
+                        LoadReport(found.records, found.tombstones, found.skipped), found.detect)
         return change
 
     def _send_dead(self, dead: list[DeadRecord]) -> None:

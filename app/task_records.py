@@ -6,11 +6,12 @@ Stream-side (read) tasks emit, keyed by the worker that joins them:
   read task, not one per item);
 - ``Presence``: every valid publication of a read task, sent only when DISJOINT subscriptions
   exist (they match publications that reach no partition);
-- ``ReadStats``: how many records a read task read and dead-lettered.
+- ``ReadStats``: how many records a read task read and dead-lettered;
+- ``Positions``: the valid publications with an object id (positions of moving objects).
 
 The static side adds one ``StaticPartition`` per partition (from the cache in STAL, shipped each
 batch in STRL). A join task returns per partition it handled a ``Matched`` and a
-``PartitionLoad``, passes ``Presence``/``ReadStats`` on unchanged, and ends with
+``PartitionLoad``, passes ``Presence``/``ReadStats``/``Positions`` on unchanged, and ends with
 one ``Busy``.
 
 They are NamedTuples: pickled as tuples plus a class reference, as cheap as the tagged tuples
@@ -41,6 +42,16 @@ class Presence(NamedTuple):
 
     keys: np.ndarray
     ids: np.ndarray
+    event_ms: np.ndarray
+
+
+class Positions(NamedTuple):
+    """The publications of a read task that are positions of moving objects (an object id),
+    for the geofence events (``app.events_out``)."""
+
+    keys: np.ndarray
+    ids: np.ndarray
+    object_ids: np.ndarray          # str objects
     event_ms: np.ndarray
 
 

@@ -25,6 +25,7 @@ from app.task_records import (
     Matched,
     PartitionLoad,
     Payloads,
+    Positions,
     Presence,
     ReadStats,
     StaticPartition,
@@ -121,6 +122,11 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     if not good.any():
         return
     idx = np.flatnonzero(good)
+    objects = pubs.object_ids[idx]
+    moving = np.flatnonzero(objects != None)  # noqa: E711 - elementwise, on an object array
+    if len(moving):
+        at = idx[moving]
+        yield 0, Positions(keys[at], ids[at], objects[moving], times[at])
     key_arr = keys[idx]
     id_arr = ids[idx]
     time_arr = times[idx]

@@ -35,7 +35,8 @@ from config.values import (
     seconds_between,
 )
 
-TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status")
+TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status",
+          "events", "positions")
 
 MAX_PORT = 65535
 MAX_INT32 = 2**31 - 1      # Kafka's partition count, Avro int fields (P, W in the metrics)
@@ -148,6 +149,14 @@ SETTINGS: tuple[Setting, ...] = (
             "subscription changes pending as deltas before they are folded into the static "
             "partitions (also at least a tenth of the static side; a change that waited 20 "
             "batches is folded anyway), e.g. 4m"),
+    Setting("app.events", "app", "GEOPS_APP_EVENTS", "--events", parse_str,
+            "geofence events of moving objects (publications with an object id) against the "
+            "fences (subscriptions with detect kinds): on (a second query of the app keeps "
+            "each object's state and writes the events topic) or off",
+            choices=("on", "off")),
+    Setting("app.object_ttl", "app", "GEOPS_APP_OBJECT_TTL", "--object-ttl", parse_duration,
+            "a moving object unseen for longer is forgotten, with an exit (reason expired) from "
+            "every fence it was in, at its next position", check=positive),
     Setting("spark.master", "spark", "GEOPS_SPARK_MASTER", "--master", parse_str,
             "Spark master when spark-submit was not given one"),
     Setting("spark.ui", "spark", "GEOPS_SPARK_UI", "--spark-ui", parse_str,

@@ -264,6 +264,36 @@ def expire_state(state: ObjectState, object_id: str, fences: Fences, ttl_ms: int
     return state, []
 
 
+def run_objects(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None,
+                names: np.ndarray, publication_ids: np.ndarray, event_times: np.ndarray,
+                hits: tuple[np.ndarray, np.ndarray]) -> tuple[list[Event], int]:
+    """The events of positions sorted by object id (``names``, str), each object's run through
+    ``step`` against ``states`` (updated in place: a forgotten object is removed); ``hits``
+    (position index, fence index) sorted by position then fence. Returns the events, object
+    after object, and how many positions were dropped."""
+    hit_pos, hit_fence = hits
+    first = np.ones(len(names), bool)
+    first[1:] = names[1:] != names[:-1]
+    starts = np.append(np.flatnonzero(first), len(names))
+    bounds = np.searchsorted(hit_pos, starts)
+    events: list[Event] = []
+    dropped = 0
+    for o in range(len(starts) - 1):
+        a, b = int(starts[o]), int(starts[o + 1])
+        lo, hi = int(bounds[o]), int(bounds[o + 1])
+        name = names[a]
+        state, found, gone = step(states.get(name), name, publication_ids[a:b],
+                                  event_times[a:b], None, fences, ttl_ms,
+                                  (hit_pos[lo:hi] - a, hit_fence[lo:hi]))
+        if state is None:
+            states.pop(name, None)
+        else:
+            states[name] = state
+        events += found
+        dropped += gone
+    return events, dropped
+
+
 class EventEngine:
     """Every object's state and the fences, for computing events over a whole stream."""
 
@@ -306,25 +336,14 @@ class EventEngine:
             bad = next(o for o in names.tolist() if not isinstance(o, str))
             raise ValueError(f"object ids must be strings, got {bad!r} (a publication without "
                              f"an object is no position)")
-        objects, inverse = np.unique(names, return_inverse=True)
-        pids = np.asarray(publication_ids, np.int64)
-        times = np.asarray(event_times, np.int64)
-        order = np.lexsort((pids, times, inverse))
+        inverse = np.unique(names, return_inverse=True)[1]
+        order = np.lexsort((publication_ids, event_times, inverse))
         hit_pos, hit_fence = self.fences.hits(np.asarray(geoms, dtype=object)[order])
-        starts = np.searchsorted(inverse[order], np.arange(len(objects) + 1))
-        events: list[Event] = []
-        for o, name in enumerate(objects.tolist()):
-            a, b = int(starts[o]), int(starts[o + 1])
-            lo, hi = np.searchsorted(hit_pos, [a, b])
-            state, found, dropped = step(
-                self.states.get(name), name, pids[order[a:b]], times[order[a:b]], None,
-                self.fences, self.ttl_ms, (hit_pos[lo:hi] - a, hit_fence[lo:hi]))
-            if state is None:
-                self.states.pop(name, None)
-            else:
-                self.states[name] = state
-            events += found
-            self.dropped += dropped
+        events, dropped = run_objects(self.states, self.fences, self.ttl_ms, names[order],
+                                      np.asarray(publication_ids, np.int64)[order],
+                                      np.asarray(event_times, np.int64)[order],
+                                      (hit_pos, hit_fence))
+        self.dropped += dropped
         return events
 
     def expire(self, watermark_ms: int) -> list[Event]:

@@ -107,14 +107,25 @@ def fence_problems(ids: np.ndarray, geometries: np.ndarray, detect: np.ndarray,
                    distances_m: np.ndarray, has_distance: np.ndarray | None = None
                    ) -> list[str | None]:
     """Why each subscription's detect kinds and distance make no fence, or None where they
-    do (or where there is no distance): a distance given as NaN or not above zero, a distance
-    without detect kinds (plain matching uses the geometry itself), or a fence
-    ``fence_geometries`` refuses. ``has_distance`` tells a null distance from a NaN one (a
-    record may carry either); without it NaN means none. Each problem names the subscription.
+    do (or where there is no distance): ``fence_shapes``'s problems."""
+    return fence_shapes(ids, geometries, detect, distances_m, has_distance)[1]
+
+
+def fence_shapes(ids: np.ndarray, geometries: np.ndarray, detect: np.ndarray,
+                 distances_m: np.ndarray, has_distance: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, list[str | None]]:
+    """The shape each subscription is matched with (its fence where it has detect kinds and a
+    distance, else its geometry; None where refused), and why each one's detect kinds and
+    distance make no fence, or None where they do (or where there is no distance): a distance
+    given as NaN or not above zero, a distance without detect kinds (a distance makes a fence,
+    plain subscriptions use the geometry itself), or a fence ``fence_geometries`` refuses.
+    ``has_distance`` tells a null distance from a NaN one (a record may carry either); without
+    it NaN means none. Each problem names the subscription.
     """
     ids = np.asarray(ids, np.int64)
     detect = np.asarray(detect)
     distances = np.asarray(distances_m, float)
+    shapes = np.asarray(geometries, object).copy()
     given = ~np.isnan(distances) if has_distance is None else np.asarray(has_distance, bool)
     problems: list[str | None] = [None] * len(ids)
     for i in np.flatnonzero(given & np.isnan(distances)).tolist():
@@ -122,15 +133,17 @@ def fence_problems(ids: np.ndarray, geometries: np.ndarray, detect: np.ndarray,
     numbers = given & ~np.isnan(distances)
     for i in np.flatnonzero(numbers & (detect == 0)).tolist():
         problems[i] = (f"subscription {ids[i]}: distance_m ({distances[i]:g}) needs detect "
-                       f"kinds: a distance makes a fence for geofence events, plain matching "
-                       f"uses the geometry itself")
+                       f"kinds: a distance makes a fence for geofence events, plain "
+                       f"matching uses the geometry itself")
     fenced = np.flatnonzero(numbers & (detect != 0))
     if len(fenced):
-        _, found = fence_geometries(ids[fenced], np.asarray(geometries, object)[fenced],
-                                    distances[fenced])
+        shapes[fenced], found = fence_geometries(ids[fenced], shapes[fenced], distances[fenced])
         for i, problem in zip(fenced.tolist(), found, strict=True):
             problems[i] = problem
-    return problems
+    for i, problem in enumerate(problems):
+        if problem:
+            shapes[i] = None
+    return shapes, problems
 
 
 def _pole_problems(ids: np.ndarray, lon: np.ndarray, lat: np.ndarray, reach: np.ndarray,

@@ -26,9 +26,8 @@ from geops.geojson import (
     read_fence_subscriptions,
     read_positions,
     read_publications,
-    read_subscriptions,
 )
-from geops.model import Subscriptions
+from geops.model import Relation, Subscriptions
 from geops.strategies import LocalRunner, build_strategy
 
 BATCH = 20_000  # publications per batch (a micro-batch of the app)
@@ -49,13 +48,6 @@ class OfflineReport:
     match_seconds: float = 0.0
     rejected_subscriptions: list[Rejected] = field(default_factory=list)
     rejected_publications: list[Rejected] = field(default_factory=list)
-
-
-def last_of_each_id(subs: Subscriptions, features: list[int]
-                    ) -> tuple[Subscriptions, list[Rejected]]:
-    """Keep the last subscription of each id; the earlier ones are rejected as replaced."""
-    keep, rejected = _last_of_each_id(subs.ids, features)
-    return subs.take(keep), rejected
 
 
 def _last_of_each_id(ids: np.ndarray, features: list[int]) -> tuple[np.ndarray, list[Rejected]]:
@@ -80,9 +72,12 @@ def match_files(subscriptions: str | os.PathLike[str], publications: str | os.Pa
     settings and ``OSError`` when ``out`` cannot be written.
     """
     report = OfflineReport()
-    subs, sub_features, report.rejected_subscriptions = read_subscriptions(subscriptions)
-    subs, replaced = last_of_each_id(subs, sub_features)
-    report.rejected_subscriptions = sorted(report.rejected_subscriptions + replaced,
+    subs, detect, distance, sub_features, report.rejected_subscriptions = \
+        read_fence_subscriptions(subscriptions)
+    keep, replaced = _last_of_each_id(subs.ids, sub_features)
+    subs, refused = matched_as(subs.take(keep), detect[keep], distance[keep],
+                               [sub_features[k] for k in keep.tolist()])
+    report.rejected_subscriptions = sorted(report.rejected_subscriptions + replaced + refused,
                                            key=lambda r: r.index)
     pubs, _, report.rejected_publications = read_publications(publications)
     report.subscriptions, report.publications = len(subs), len(pubs)
@@ -110,6 +105,29 @@ def match_files(subscriptions: str | os.PathLike[str], publications: str | os.Pa
                 log(f"matched {keys[-1] + 1:,}/{len(pubs):,} publications")
         report.match_seconds = time.perf_counter() - t0
     return report
+
+
+def matched_as(subs: Subscriptions, detect: np.ndarray, distance: np.ndarray,
+               features: list[int]) -> tuple[Subscriptions, list[Rejected]]:
+    """The subscriptions as the app matches them: a fence (detect kinds) by its shape (its
+    distance fence, or its geometry) and the relation intersects, whatever its own
+    (``geops.events``); a subscription whose distance makes no fence is rejected by its
+    feature index, as the app dead-letters it."""
+    fenced = np.flatnonzero((detect != 0) | ~np.isnan(distance))
+    if not len(fenced):
+        return subs, []
+    geoms, relations = subs.geoms.copy(), subs.relations.copy()
+    if (~np.isnan(distance)).any():
+        from geops.fences import fence_shapes  # pyproj, only for distance fences
+
+        geoms, problems = fence_shapes(subs.ids, geoms, detect, distance)
+    else:
+        problems = [None] * len(subs)
+    relations[detect != 0] = Relation.INTERSECTS
+    refused = [Rejected(features[k], p) for k, p in enumerate(problems) if p]
+    ok = np.array([p is None for p in problems], bool)
+    out = Subscriptions(subs.ids, geoms, relations)
+    return out.take(np.flatnonzero(ok)), refused
 
 
 def _lines(pub_ids: np.ndarray, offsets: np.ndarray, sub_ids: np.ndarray) -> str:

@@ -60,13 +60,15 @@ class Grant:
 # What each part does with Kafka, by logical topic (``config.settings.TOPICS``); ``admin``
 # (topics, ACLs) and ``broker`` are super users and have no row.
 ACL_TABLE = (
-    Grant("app", reads=("publications", "subscriptions", "control", "matches", "metrics"),
-          writes=("matches", "metrics", "dead_letter"), groups=True, transactions=True),
+    Grant("app", reads=("publications", "subscriptions", "control", "matches", "metrics",
+                        "positions", "events"),
+          writes=("matches", "metrics", "dead_letter", "positions", "events"), groups=True,
+          transactions=True),
     Grant("distributor", reads=("metrics", "control"), writes=("control", "status"),
           groups=True),
     Grant("publisher", writes=("publications",)),
     Grant("subscriber", reads=("matches",), writes=("subscriptions",), groups=True),
-    Grant("dashboard", reads=("metrics", "status", "control", "matches"),
+    Grant("dashboard", reads=("metrics", "status", "control", "matches", "events"),
           describes=("publications",), groups=True),
 )
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import shapely
 
+import config
 from cli.main import main
 from kafkaio.offsets import read_to_end
 from kafkaio.sender import Sender
@@ -41,9 +42,9 @@ def write(path, features):
 def test_topics_create_is_idempotent_and_compacts(kafka_cfg, capsys):
     code, out, _ = run(capsys, "topics", "create")
     assert code == 0
-    assert out.count("created") == 7
+    assert out.count("created") == len(config.TOPICS)
     code, out, _ = run(capsys, "topics", "create")
-    assert code == 0 and out.count("exists") == 7 and "created" not in out
+    assert code == 0 and out.count("exists") == len(config.TOPICS) and "created" not in out
     for logical in ("subscriptions", "control"):
         assert topic_config(kafka_cfg, kafka_cfg.topic(logical))["cleanup.policy"] == "compact"
     matches = topic_config(kafka_cfg, kafka_cfg.topic("matches"))

@@ -8,6 +8,7 @@ from pathlib import Path
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 from cryptography import x509
 
+import config
 from kafkaio import security
 from kafkaio.broker import Node, _java_arg, server_properties
 
@@ -52,8 +53,7 @@ def test_each_part_gets_a_private_settings_file_with_its_own_credentials(tmp_pat
 
 
 def test_the_acls_follow_the_table_on_the_configured_names():
-    names = {t: f"x-{t}" for t in ("publications", "subscriptions", "matches", "metrics",
-                                   "control", "dead_letter", "status")}
+    names = {t: f"x-{t}" for t in config.TOPICS}
     bindings = security.acl_bindings(names)
     by_part: dict[str, set] = {}
     for b in bindings:

@@ -25,7 +25,7 @@ from schemas.errors import DecodeError
 
 EXPECTED = {"Publication", "Subscription", "Match", "PartitionLoad", "BatchSummary",
             "MoveReport", "RebalanceCommand", "DistributorStatus", "DeadLetter",
-            "PartitionLayout", "GeofenceEvent"}
+            "PartitionLayout", "GeofenceEvent", "ObjectPositions"}
 
 
 def crc64_avro(data: bytes) -> int:

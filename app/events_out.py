@@ -1,0 +1,153 @@
+"""The matching query's side of the geofence events: each batch's positions with their fences.
+
+A fence is a subscription with detect kinds; it sits in the partitioned static side like any
+subscription, matched by its shape (its distance fence, or its geometry) and the relation
+intersects (``app.subscription_scan``), so the join that matches a position also finds the
+fences it is in, on the workers that own them, balanced like any other load. What the events
+need of it is per position the fences it is in; the state (each object's fences) lives in the
+events query (``app.events_query``), in Spark's state store.
+
+Each batch writes, in its own output (its transaction under exactly-once), one
+``ObjectPositions`` record per bucket of objects that has positions or must hear of a fence
+change: the positions of its objects with their fences, and what changed in the fences (every
+fence, ``fences_complete``, in the first batch a process writes; after that only the fences
+added, changed or removed). A bucket's records go to one topic partition (keyed by bucket),
+in batch order.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.task_records import Positions
+
+# Objects are spread over this many buckets (a bucket's objects share one state in the events
+# query: one Python call per bucket and batch, not per object; ``docs/results/events/state``).
+# Fixed for a checkpoint: an object must stay in its bucket.
+BUCKETS = 64
+
+
+def bucket_of(object_ids: Sequence[str]) -> np.ndarray:
+    """The bucket of each object id (CRC-32 of its UTF-8 bytes, the same in every process)."""
+    return np.fromiter((zlib.crc32(o.encode()) % BUCKETS for o in object_ids), np.int32,
+                       len(object_ids))
+
+
+def bucket_key(app_id: str, bucket: int) -> bytes:
+    """The Kafka key of a bucket's records: ``<app id>/<bucket>``, so that an events query
+    takes its own app's records only."""
+    return f"{app_id}/{bucket}".encode()
+
+
+class FenceTable:
+    """The fences as the matching query knows them (id -> ``DetectKind`` bit mask), and what
+    changed since the last batch written."""
+
+    def __init__(self, ids: np.ndarray, detect: np.ndarray):
+        self.masks = {int(i): int(m) for i, m in zip(np.asarray(ids).tolist(),
+                                                     np.asarray(detect).tolist(), strict=True)
+                      if m}
+        self.changed: dict[int, int] = {}
+        self.complete = True  # the next records carry every fence
+        self._ids: np.ndarray | None = None
+
+    def apply(self, upserts: np.ndarray, detect: np.ndarray, deletes: np.ndarray) -> None:
+        """One batch's subscription changes: ``deletes`` (ids), then ``upserts`` with their
+        masks (0: not, or no longer, a fence)."""
+        for sid in np.setdiff1d(np.asarray(deletes, np.int64), upserts).tolist():
+            if self.masks.pop(sid, None) is not None:
+                self.changed[sid] = 0
+        for sid, mask in zip(np.asarray(upserts).tolist(), np.asarray(detect).tolist(),
+                             strict=True):
+            if mask and self.masks.get(sid) != mask:
+                self.masks[sid] = mask
+                self.changed[sid] = mask
+            elif not mask and self.masks.pop(sid, None) is not None:
+                self.changed[sid] = 0
+        self._ids = None
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The fence ids, ascending."""
+        if self._ids is None:
+            self._ids = np.array(sorted(self.masks), np.int64)
+        return self._ids
+
+    def pending(self) -> tuple[bool, list[int], list[int]]:
+        """(complete, ids, masks) the next records carry."""
+        table = self.masks if self.complete else self.changed
+        ids = sorted(table)
+        return self.complete, ids, [table[i] for i in ids]
+
+    def written(self) -> None:
+        """The pending change reached Kafka with a batch's output."""
+        self.changed.clear()
+        self.complete = False
+
+
+@dataclass
+class PositionHits:
+    """A batch's positions, each with the fences it is in (CSR: ``counts`` per position)."""
+
+    object_ids: np.ndarray
+    publication_ids: np.ndarray
+    event_ms: np.ndarray
+    counts: np.ndarray
+    hits: np.ndarray
+
+
+def position_hits(positions: Sequence[Positions], matched_keys: np.ndarray,
+                  offsets: np.ndarray, sub_ids: np.ndarray, fences: np.ndarray
+                  ) -> PositionHits:
+    """The fences each position is in: its matched subscriptions (``matched_keys`` sorted,
+    their subscription ids ``sub_ids`` per ``offsets``) that are ``fences`` (sorted)."""
+    if not positions:
+        empty = np.empty(0, np.int64)
+        return PositionHits(np.empty(0, object), empty, empty, np.empty(0, np.int32), empty)
+    keys = np.concatenate([p.keys for p in positions])
+    n = len(keys)
+    at = np.minimum(np.searchsorted(matched_keys, keys), max(len(matched_keys) - 1, 0))
+    found = (np.flatnonzero(matched_keys[at] == keys) if len(matched_keys)
+             else np.empty(0, np.intp))
+    starts, ends = offsets[at[found]], offsets[at[found] + 1]
+    lengths = ends - starts
+    owner = np.repeat(found, lengths)
+    flat = sub_ids[np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+                   + np.arange(int(lengths.sum()))] if len(found) else np.empty(0, np.int64)
+    fence = np.isin(flat, fences)
+    counts = np.bincount(owner[fence], minlength=n).astype(np.int32)
+    return PositionHits(np.concatenate([p.object_ids for p in positions]),
+                        np.concatenate([p.ids for p in positions]),
+                        np.concatenate([p.event_ms for p in positions]), counts,
+                        flat[fence].astype(np.int64))
+
+
+def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits,
+                   table: FenceTable) -> list[tuple[bytes, dict]]:
+    """(key, ``ObjectPositions`` record) per bucket with positions, and per every bucket when
+    the fences changed."""
+    complete, fence_ids, masks = table.pending()
+    buckets = bucket_of(hits.object_ids.tolist())
+    every = complete or bool(fence_ids)
+    wanted = range(BUCKETS) if every else np.unique(buckets).tolist()
+    order = np.argsort(buckets, kind="stable")  # positions by bucket, in their order within
+    hit_bucket = np.repeat(buckets, hits.counts)
+    hit_order = np.argsort(hit_bucket, kind="stable")
+    at = np.searchsorted(buckets[order], np.arange(BUCKETS + 1))
+    hit_at = np.searchsorted(hit_bucket[hit_order], np.arange(BUCKETS + 1))
+    out = []
+    for b in wanted:
+        rows = order[at[b]:at[b + 1]]
+        out.append((bucket_key(app_id, b), {
+            "app_id": app_id, "batch_id": batch_id, "match_time": match_ms, "bucket": b,
+            "fences_complete": complete, "fence_ids": fence_ids, "fence_detect": masks,
+            "object_ids": hits.object_ids[rows].tolist(),
+            "publication_ids": hits.publication_ids[rows].tolist(),
+            "event_times": hits.event_ms[rows].tolist(),
+            "hit_counts": hits.counts[rows].tolist(),
+            "hit_ids": hits.hits[hit_order[hit_at[b]:hit_at[b + 1]]].tolist()}))
+    return out

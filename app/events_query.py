@@ -1,0 +1,238 @@
+"""The events query: moving objects' positions with their fences in, geofence events out.
+
+A second streaming query of the app reads the ``ObjectPositions`` records its matching
+query writes (``app.events_out``; read committed, so under exactly-once only batches whose
+transaction committed), groups them by bucket of objects and runs each bucket through
+``geops.events`` in Spark's stateful operator ``applyInPandasWithState``: the bucket's state
+(its fences' detect kinds and each of its objects' last event time and fences) is in Spark's
+state store (RocksDB), checkpointed with the query under ``<checkpoint>/events``. A bucket
+rather than an object is the key because the state store costs about a millisecond per key
+and batch (``docs/results/events/state``).
+
+The events go to the events topic as ``GeofenceEvent`` records keyed by object id, through
+the app's delivery mode (``app.batch_output``): under exactly-once each batch's events are
+one transaction, and a batch Spark runs again after a crash whose transaction committed is
+not written again (its marker rides on the batch's last event).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from geops.events import Fences, ObjectState, run_objects
+from schemas import codec
+
+log = logging.getLogger("geops.app.events")
+
+EVENT_COLUMNS = ("object_id", "subscription_id", "kind", "reason", "publication_id",
+                 "event_time", "match_time", "batch_id")
+EVENTS_DDL = ("object_id string, subscription_id long, kind string, reason string, "
+              "publication_id long, event_time long, match_time long, batch_id long")
+STATE_DDL = "held binary"
+
+
+@dataclass
+class Held:
+    """What a bucket keeps from batch to batch: the fences (id -> ``DetectKind`` mask) and
+    its objects' states."""
+
+    fences: dict[int, int] = field(default_factory=dict)
+    objects: dict[str, ObjectState] = field(default_factory=dict)
+    dropped: int = 0  # positions older than their object's last, since the bucket began
+
+    def change_fences(self, complete: bool, ids: list[int], masks: list[int]) -> None:
+        """Apply a record's fence change; a removed fence is forgotten by every object (added
+        again, it starts fresh)."""
+        before = set(self.fences)
+        if complete:
+            self.fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
+        else:
+            for i, m in zip(ids, masks, strict=True):
+                if m:
+                    self.fences[i] = m
+                else:
+                    self.fences.pop(i, None)
+        removed = before - set(self.fences)
+        if removed:
+            for name, state in list(self.objects.items()):
+                if removed.intersection(state.fence_ids):
+                    keep = [k for k, i in enumerate(state.fence_ids) if i not in removed]
+                    self.objects[name] = ObjectState(
+                        state.last_ms, tuple(state.fence_ids[k] for k in keep),
+                        tuple(state.fence_since[k] for k in keep))
+
+    def table(self) -> Fences:
+        """The fences as ``geops.events`` takes them (no shapes: the hits come with the
+        positions)."""
+        ids = np.array(sorted(self.fences), np.int64)
+        return Fences(ids, np.full(len(ids), None, object),
+                      np.array([self.fences[i] for i in ids.tolist()], np.uint8))
+
+
+def bucket_events(held: Held, records: list[dict], ttl_ms: int | None) -> list[tuple]:
+    """The event rows (``EVENT_COLUMNS``) of a bucket's ``ObjectPositions`` records, taken in
+    batch order; ``held`` is updated."""
+    rows: list[tuple] = []
+    for rec in sorted(records, key=lambda r: r["batch_id"]):
+        held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"])
+        n = len(rec["publication_ids"])
+        if not n:
+            continue
+        fences = held.table()
+        names = np.array(rec["object_ids"], object)
+        pids = np.array(rec["publication_ids"], np.int64)
+        times = np.array(rec["event_times"], np.int64)
+        counts = np.array(rec["hit_counts"], np.int64)
+        hit_ids = np.array(rec["hit_ids"], np.int64)
+        owner = np.repeat(np.arange(n), counts)
+        at = np.minimum(np.searchsorted(fences.ids, hit_ids), max(len(fences) - 1, 0))
+        known = (fences.ids[at] == hit_ids) if len(fences) else np.zeros(len(hit_ids), bool)
+        inverse = np.unique(names, return_inverse=True)[1]
+        order = np.lexsort((pids, times, inverse))
+        rank = np.empty(n, np.intp)
+        rank[order] = np.arange(n)
+        hit_pos, hit_fence = rank[owner[known]], at[known]
+        by = np.lexsort((hit_fence, hit_pos))
+        events, dropped = run_objects(held.objects, fences, ttl_ms, names[order], pids[order],
+                                      times[order], (hit_pos[by], hit_fence[by]))
+        held.dropped += dropped
+        rows += [(e.object_id, e.subscription_id, e.kind, e.reason, e.publication_id,
+                  e.event_time, rec["match_time"], rec["batch_id"]) for e in events]
+    return rows
+
+
+def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
+              ) -> Iterator[Any]:
+    """``applyInPandasWithState``'s function: one bucket's records of a batch."""
+    import pandas as pd
+
+    held = pickle.loads(state.get[0]) if state.exists else Held()
+    c = codec()
+    records = [c.decode_as("ObjectPositions", v) for frame in frames
+               for v in frame["value"].tolist()]
+    rows = bucket_events(held, records, ttl_ms)
+    state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
+    if rows:  # an empty frame of strings fails PySpark's Arrow conversion
+        yield pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+
+
+def events_frame(spark: Any, options: Mapping[str, str], app_id: str, ttl_ms: int | None
+                 ) -> Any:
+    """The streaming DataFrame of events: the positions topic (``options`` of Spark's
+    connector) through the bucket operator, this app's records only."""
+    from pyspark.sql import functions as F
+
+    raw = spark.readStream.format("kafka").options(**options).load()
+    mine = raw.where(F.col("key").cast("string").startswith(f"{app_id}/"))
+    return (mine.select(F.col("key").cast("string").alias("bucket"), "value")
+            .groupBy("bucket")
+            .applyInPandasWithState(partial(_operator, ttl_ms), EVENTS_DDL, STATE_DDL,
+                                    "Append", "NoTimeout"))
+
+
+class EventsWriter:
+    """The events query's ``foreachBatch``: a batch's events to the events topic."""
+
+    def __init__(self, output: Any, topic: str):
+        self.output = output  # app.batch_output, of the events query's checkpoint
+        self.topic = topic
+        self.codec = codec()
+        self.events = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        if self.output.written(batch_id):
+            log.info("events batch %d: committed to Kafka before a restart; not written "
+                     "again", batch_id)
+            return
+        rows = df.collect()
+        out = self.output.open(batch_id)
+        headers = self.output.headers(batch_id)
+        for n, row in enumerate(rows, 1):
+            value = self.codec.encode("GeofenceEvent", {
+                "object_id": row.object_id, "subscription_id": row.subscription_id,
+                "kind": row.kind.upper(), "reason": row.reason,
+                "publication_id": row.publication_id, "event_time": row.event_time,
+                "match_time": row.match_time, "batch_id": row.batch_id})
+            out.send(self.topic, value, key=row.object_id.encode(),
+                     headers=headers if n == len(rows) else None)
+        self.output.finish(batch_id)
+        self.events += len(rows)
+        if rows:
+            log.info("events batch %d: %d geofence events", batch_id, len(rows))
+
+    def close(self, abandon: bool = False) -> None:
+        self.output.close(abandon)
+
+
+
+class EventsQuery:
+    """The events query of an app: started before the matching query, drained after it.
+
+    A new checkpoint starts at the positions topic's end as of the start (given explicitly, so
+    that no position the matching query writes while this query starts is missed); an existing
+    one goes on where it stopped.
+    """
+
+    def __init__(self, spark: Any, options: Mapping[str, str], checkpoint: str, app_id: str,
+                 ttl_ms: int | None, writer: EventsWriter, kafka_conf: Mapping[str, str],
+                 outage_limit: float):
+        self.spark = spark
+        self.options = dict(options)
+        self.checkpoint = checkpoint
+        self.app_id = app_id
+        self.ttl_ms = ttl_ms
+        self.writer = writer
+        self.kafka_conf = dict(kafka_conf)
+        self.outage_limit = outage_limit
+        self.query: Any = None
+
+    def start(self) -> Any:
+        """Start (or start again, from the checkpoint) the query."""
+        import json
+        from pathlib import Path
+
+        from kafkaio.offsets import EndOffsets
+        from kafkaio.retry import Outage, with_retry
+
+        options = dict(self.options)
+        if not (Path(self.checkpoint) / "offsets").exists():
+            topic = options["subscribe"]
+            probe = EndOffsets(self.kafka_conf, timeout=10.0)
+            try:
+                ends = with_retry(lambda: probe(topic),
+                                  Outage(self.kafka_conf.get("bootstrap.servers", "?"),
+                                         self.outage_limit), f"end offsets of {topic}")
+            finally:
+                probe.close()
+            options["startingOffsets"] = json.dumps({topic: {str(p): o
+                                                             for p, o in ends.items()}})
+        self.query = (events_frame(self.spark, options, self.app_id, self.ttl_ms)
+                      .writeStream.foreachBatch(self.writer)
+                      .option("checkpointLocation", self.checkpoint)
+                      .trigger(processingTime="0 seconds")
+                      .queryName(f"{self.app_id}-events").start())
+        return self.query
+
+    def failure(self) -> str | None:
+        """The failure text of a query that ended with one, else None."""
+        if self.query is None or self.query.isActive:
+            return None
+        exc = self.query.exception()
+        return None if exc is None else str(exc)
+
+    def drain(self) -> None:
+        """Process every position already written (the matching query has stopped), then
+        stop."""
+        if self.query is None or not self.query.isActive:
+            return
+        try:
+            self.query.processAllAvailable()
+        finally:
+            self.query.stop()
