@@ -454,8 +454,11 @@ class BatchRunner:
         out = self.output.open(batch_id)
         for pid, value in zip(pub_ids.tolist(), values, strict=True):
             out.send(matches, value, key=str(pid).encode())
-        fences = self.fences
-        if fences is not None and (positions or fences.complete or fences.changed):
+        # (the whole table waits for the first positions: an object's state changes only at
+        # its positions)
+        fences = self.fences if self.fences is not None and (
+            positions or self.fences.changed) else None
+        if fences is not None:
             hits = position_hits(positions, mkeys, offsets, sub_ids, fences.ids)
             for key, record in bucket_records(self.app_id, batch_id, match_ms, hits, fences):
                 out.send(self.topics.positions, self.codec.encode("ObjectPositions", record),

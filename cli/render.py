@@ -45,7 +45,15 @@ def _wkt(data: bytes) -> str:
 
 
 def to_json(name: str, record: dict[str, Any]) -> dict[str, Any]:
-    """The record with its schema's field names; geometries as WKT, times ISO, bytes base64."""
+    """The record with its schema's field names; geometries as WKT, times ISO, bytes base64.
+    A ``GeofenceEvent`` is the line ``geops match --events`` writes for it (kind lower case,
+    times in epoch ms, ``reason`` only when there is one), so the two compare line by line."""
+    if name == "GeofenceEvent":
+        from geops.events import Event
+
+        return json.loads(Event(record["object_id"], record["subscription_id"],
+                                record["kind"].lower(), record["publication_id"],
+                                record["event_time"], record["reason"]).to_json())
     out: dict[str, Any] = {"_schema": name}
     kinds = _field_kinds(name)
     for key, value in record.items():
@@ -140,6 +148,10 @@ def to_text(name: str, r: dict[str, Any]) -> str:
         return (f"layout of app {r['app_id']}: {r['partitions']} {r['partitioner']} partitions "
                 f"({r['strategy']}, {r['workers']} workers) over "
                 f"[{', '.join(f'{v:g}' for v in r['extent'])}]; subscriptions [{spread}{more}]")
+    if name == "ObjectPositions":
+        return (f"positions of app {r['app_id']} batch {r['batch_id']} bucket {r['bucket']}: "
+                f"{len(r['object_ids'])} positions, {len(r['hit_ids'])} in fences; fences "
+                f"{'all ' if r['fences_complete'] else ''}{len(r['fence_ids'])}")
     if name == "DeadLetter":
         size = len(r["payload"]) if r["payload"] is not None else 0
         return (f"dead letter {r['topic']}[{r['partition']}]@{r['offset']}: {r['reason']} "

@@ -19,7 +19,7 @@ from app.tasks import publication_key
 from geops.model import Publications
 from kafkaio.clients import consumer
 from kafkaio.offsets import read_to_end
-from kafkaio.sender import Sender
+from kafkaio.sender import Sender, record_key
 from schemas import codec
 from schemas.assignment import Owners, command_fields, initial_assignment, owner_index
 from schemas.records import publication_records
@@ -121,6 +121,9 @@ class SteppedProducer:
     commands: list[tuple[int, int, bytes]]
     rate: float | None = None  # publications/s; None: each step as fast as it goes
     piece: int = 40
+    # positions of moving objects: each publication's object id; they keep their event times
+    # and are keyed by object (None: event time now, keyed by publication id)
+    object_ids: np.ndarray | None = None
     error: BaseException | None = None
     finished_at: float = 0.0
     _thread: threading.Thread | None = None
@@ -152,7 +155,7 @@ class SteppedProducer:
             time.sleep(0.1)
         c = codec()
         topic, control = self.cfg.topic("publications"), self.cfg.topic("control")
-        records = list(publication_records(self.pubs))
+        records = list(publication_records(self.pubs, self.object_ids))
         watch = MetricsWatch(self.cfg)
         sender = Sender(self.cfg.kafka_client(), rate=self.rate)
         written = 0
@@ -160,8 +163,9 @@ class SteppedProducer:
         def write(upto: int) -> None:
             nonlocal written
             for rec in records[written:upto]:
-                rec["event_time"] = int(time.time() * 1000)
-                sender.send(topic, c.encode("Publication", rec), key=str(rec["id"]).encode())
+                if self.object_ids is None:
+                    rec["event_time"] = int(time.time() * 1000)
+                sender.send(topic, c.encode("Publication", rec), key=record_key(rec))
             sender.flush()
             written = max(written, upto)
 

@@ -11,7 +11,7 @@ import shapely
 
 import cli.produce
 from cli.main import main
-from cli.render import to_text
+from cli.render import to_json, to_text
 from kafkaio.sender import record_key
 from schemas import codec
 
@@ -117,3 +117,9 @@ def test_tail_shows_the_new_fields():
                                      "reason": "expired", "publication_id": None,
                                      "event_time": 1000, "match_time": 1001, "batch_id": 2}) == \
         ("event EXIT object car subscription 4 at 1970-01-01T00:00:01.000Z (expired), batch 2")
+    # jsonl: the line geops match --events writes
+    assert to_json("GeofenceEvent", {"object_id": "car", "subscription_id": 4, "kind": "ENTER",
+                                     "reason": None, "publication_id": 9, "event_time": 1000,
+                                     "match_time": 1001, "batch_id": 2}) == \
+        {"object_id": "car", "subscription_id": 4, "kind": "enter", "publication_id": 9,
+         "event_time": 1000}

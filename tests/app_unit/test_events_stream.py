@@ -1,0 +1,138 @@
+"""The events' way through the stream, without Spark or Kafka: the matching query's records
+(``app.events_out``), encoded and decoded as on the topic, through the bucket operator's logic
+(``app.events_query.bucket_events``), give the events of the offline engine
+(``geops.events.EventEngine``), batch after batch, while fences are added, changed, removed and
+added again, and with positions out of order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import shapely
+
+from app.events_out import BUCKETS, FenceTable, bucket_key, bucket_records, position_hits
+from app.events_query import Held, bucket_events
+from app.task_records import Positions
+from geops.events import EventEngine, Fences
+from schemas import codec
+
+
+def _boxes(rng: np.random.Generator, n: int) -> np.ndarray:
+    x, y = rng.random(n) * 8, rng.random(n) * 8
+    return shapely.box(x, y, x + 1 + rng.random(n) * 2, y + 1 + rng.random(n) * 2)
+
+
+def _matched(keys: np.ndarray, geoms: np.ndarray, sub_ids: np.ndarray, sub_geoms: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the join and merge give the driver: matched keys (sorted), CSR offsets, ids."""
+    pos, sub = shapely.STRtree(sub_geoms).query(geoms, predicate="intersects")
+    order = np.lexsort((sub_ids[sub], keys[pos]))
+    k, s = keys[pos][order], sub_ids[sub][order]
+    uniq, start = np.unique(k, return_index=True)
+    return uniq, np.append(start, len(k)).astype(np.int64), s
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_stream_gives_the_offline_engines_events(seed):
+    rng = np.random.default_rng(seed)
+    c = codec()
+    ids = np.arange(40, dtype=np.int64)
+    geoms = _boxes(rng, len(ids))
+    detect = rng.integers(0, 16, len(ids)).astype(np.uint8)
+    detect[:5] = 0  # plain subscriptions, matched but no fences
+    table = FenceTable(ids, detect)
+    engine = EventEngine(ttl_ms=5_000)
+    engine.set_fences(ids, geoms, detect)
+    held: dict[int, Held] = defaultdict(Held)
+    objects = [f"o{i}" for i in range(30)]
+    expected, got = defaultdict(list), defaultdict(list)
+    t = 0
+    for batch in range(12):
+        if batch in (4, 8):  # fences change: kinds, a removal, a plain one becomes a fence
+            gone, changed, joined = int(rng.integers(5, 40)), int(rng.integers(5, 40)), 2
+            detect = detect.copy()
+            detect[changed] = (detect[changed] % 15) + 1
+            detect[joined] = 9
+            keep = ids != gone
+            deletes = np.array([gone])
+            ids, geoms, detect = ids[keep], geoms[keep], detect[keep]
+            if batch == 4:
+                removed = gone
+            else:  # the one removed at 4 comes back: it starts fresh
+                ids, geoms = np.append(ids, removed), np.append(geoms, _boxes(rng, 1))
+                detect = np.append(detect, np.uint8(15))
+                order = np.argsort(ids)
+                ids, geoms, detect = ids[order], geoms[order], detect[order]
+            table.apply(ids, detect, deletes)
+            engine.set_fences(ids, geoms, detect)
+        n = 60
+        names = np.array(rng.choice(objects, n), object)
+        times = t + rng.integers(0, 8_000, n)  # out of order within a batch; some gaps > TTL
+        t += 3_000
+        pids = np.arange(batch * 100, batch * 100 + n, dtype=np.int64)
+        points = shapely.points(rng.random(n) * 10, rng.random(n) * 10)
+        keys = pids + 7
+        for e in engine.process(names, pids, times, points):
+            expected[e.object_id].append(e[:6])
+        mk, offsets, sub_ids = _matched(keys, points, ids, geoms)
+        hits = position_hits([Positions(keys[:25], pids[:25], names[:25], times[:25]),
+                              Positions(keys[25:], pids[25:], names[25:], times[25:])],
+                             mk, offsets, sub_ids, table.ids)
+        records = bucket_records("app", batch, 99, hits, table)
+        table.written()
+        assert all(key == bucket_key("app", rec["bucket"]) for key, rec in records)
+        by_bucket = defaultdict(list)
+        for _, rec in records:
+            by_bucket[rec["bucket"]].append(c.decode_as("ObjectPositions",
+                                                        c.encode("ObjectPositions", rec)))
+        for b, recs in by_bucket.items():
+            for row in bucket_events(held[b], recs, 5_000):
+                got[row[0]].append((*row[:3], row[4], row[5], row[3]))  # Event's order
+                assert row[6:] == (99, batch)
+    assert sum(len(v) for v in expected.values()) > 100
+    assert dict(got) == dict(expected)
+    assert sum(h.dropped for h in held.values()) == engine.dropped > 0
+
+
+def test_a_batch_after_a_restart_carries_every_fence_and_forgets_the_removed():
+    """A new process sends the whole table first: a fence removed while it was down is
+    forgotten by every object, so it never gives an exit."""
+    held = Held()
+    rec = {"batch_id": 0, "match_time": 1, "fences_complete": True, "fence_ids": [1, 2],
+           "fence_detect": [3, 3], "object_ids": ["a"], "publication_ids": [10],
+           "event_times": [100], "hit_counts": [2], "hit_ids": [1, 2]}
+    assert [r[2] for r in bucket_events(held, [rec], None)] == ["enter", "enter"]
+    after = {**rec, "batch_id": 1, "fence_ids": [2], "fence_detect": [3],
+             "publication_ids": [11], "event_times": [200], "hit_counts": [0], "hit_ids": []}
+    assert [(r[1], r[2]) for r in bucket_events(held, [after], None)] == [(2, "exit")]
+    assert held.objects["a"].fence_ids == ()
+
+
+def test_fence_table_reports_only_what_changed():
+    table = FenceTable(np.array([1, 2, 3]), np.array([1, 0, 2]))
+    assert table.pending() == (True, [1, 3], [1, 2])
+    table.written()
+    assert table.pending() == (False, [], [])
+    table.apply(np.array([2, 3]), np.array([4, 2]), np.array([1, 9]))
+    assert table.pending() == (False, [1, 2], [0, 4])
+    assert table.ids.tolist() == [2, 3]
+    table.apply(np.array([2]), np.array([0]), np.array([], np.int64))
+    assert table.pending() == (False, [1, 2], [0, 0])
+
+
+def test_positions_without_a_match_have_no_fences():
+    hits = position_hits([Positions(np.array([5, 6]), np.array([50, 60]),
+                                    np.array(["a", "b"], object), np.array([1, 2]))],
+                         np.empty(0, np.int64), np.zeros(1, np.int64),
+                         np.empty(0, np.int64), np.array([1]))
+    assert hits.counts.tolist() == [0, 0] and hits.hits.tolist() == []
+    records = bucket_records("x", 0, 0, hits, FenceTable(np.array([1]), np.array([1])))
+    assert len(records) == BUCKETS  # the first batch tells every bucket the fences
+    assert sum(len(r["object_ids"]) for _, r in records) == 2
+
+
+def test_fences_need_no_shapes_in_the_stream():
+    fences = Held(fences={4: 1, 2: 2}).table()
+    assert isinstance(fences, Fences) and fences.ids.tolist() == [2, 4]
