@@ -148,6 +148,7 @@ class BatchRunner:
         self.fold_bytes = fold_bytes
         self.one_stage_records = one_stage_records  # 0: every batch through the connector
         self.fences = fences  # the fences the events query hears of (None: no events)
+        self.wrote_positions = False  # whether a batch wrote positions (app.events_out)
         self._one_stage = False  # whether the batch being written ran in one stage
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
@@ -490,6 +491,7 @@ class BatchRunner:
         self.output.finish(batch_id)
         if fences is not None:
             fences.written()
+            self.wrote_positions = True
         self._announce = None
         self._kill("after-commit", batch_id)
         state.batches += 1

@@ -173,11 +173,12 @@ class EventsWriter:
 
 
 class EventsQuery:
-    """The events query of an app: started before the matching query, drained after it.
+    """The events query of an app, drained after the matching query stops.
 
-    A new checkpoint starts at the positions topic's end as of the start (given explicitly, so
-    that no position the matching query writes while this query starts is missed); an existing
-    one goes on where it stopped.
+    With a checkpoint it starts with the app and goes on where it stopped. Without one it
+    starts once the matching query first writes positions (an app without moving objects pays
+    nothing for it, ~3 s of start and stop per run), at the positions topic's end as of the
+    app's start (``prepare``), so that it misses none of them.
     """
 
     def __init__(self, spark: Any, options: Mapping[str, str], checkpoint: str, app_id: str,
@@ -192,27 +193,36 @@ class EventsQuery:
         self.kafka_conf = dict(kafka_conf)
         self.outage_limit = outage_limit
         self.query: Any = None
+        self._starting: str | None = None  # startingOffsets of a new checkpoint
 
-    def start(self) -> Any:
-        """Start (or start again, from the checkpoint) the query."""
+    def prepare(self) -> None:
+        """Before the matching query starts: start now when the checkpoint exists, else note
+        where a new one starts (the positions topic's end now)."""
         import json
         from pathlib import Path
 
         from kafkaio.offsets import EndOffsets
         from kafkaio.retry import Outage, with_retry
 
+        if (Path(self.checkpoint) / "offsets").exists():
+            self.start()
+            return
+        topic = self.options["subscribe"]
+        probe = EndOffsets(self.kafka_conf, timeout=10.0)
+        try:
+            ends = with_retry(lambda: probe(topic),
+                              Outage(self.kafka_conf.get("bootstrap.servers", "?"),
+                                     self.outage_limit), f"end offsets of {topic}")
+        finally:
+            probe.close()
+        self._starting = json.dumps({topic: {str(p): o for p, o in ends.items()}})
+
+    def start(self) -> Any:
+        """Start (or start again, from the checkpoint) the query."""
         options = dict(self.options)
-        if not (Path(self.checkpoint) / "offsets").exists():
-            topic = options["subscribe"]
-            probe = EndOffsets(self.kafka_conf, timeout=10.0)
-            try:
-                ends = with_retry(lambda: probe(topic),
-                                  Outage(self.kafka_conf.get("bootstrap.servers", "?"),
-                                         self.outage_limit), f"end offsets of {topic}")
-            finally:
-                probe.close()
-            options["startingOffsets"] = json.dumps({topic: {str(p): o
-                                                             for p, o in ends.items()}})
+        if self._starting is not None:  # a checkpoint of its own from its first batch on
+            options["startingOffsets"] = self._starting
+        log.info("starting the events query (checkpoint %s)", self.checkpoint)
         self.query = (events_frame(self.spark, options, self.app_id, self.ttl_ms)
                       .writeStream.foreachBatch(self.writer)
                       .option("checkpointLocation", self.checkpoint)
@@ -227,9 +237,11 @@ class EventsQuery:
         exc = self.query.exception()
         return None if exc is None else str(exc)
 
-    def drain(self) -> None:
-        """Process every position already written (the matching query has stopped), then
-        stop."""
+    def drain(self, wanted: bool) -> None:
+        """Process every position already written (the matching query has stopped; ``wanted``:
+        it wrote positions, so a query not started yet starts now), then stop."""
+        if self.query is None and wanted:
+            self.start()
         if self.query is None or not self.query.isActive:
             return
         try:

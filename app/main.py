@@ -200,7 +200,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     start_query = _query_starter(cfg, spark, options, runner, checkpoint)
     events = _events_query(cfg, spark, kafka_conf, topics, checkpoint) if events_on else None
     if events is not None:
-        events.start()  # first: it starts at the positions the matching query writes next
+        events.prepare()  # first: it starts at the positions the matching query writes next
     query = start_query()
     state.last_input = time.monotonic()
     log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
@@ -209,13 +209,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
     try:
         code, message = _supervise(cfg, query, start_query, state, stopping, supervisor,
-                                   checkpoint, topics, kafka_conf, events)
+                                   checkpoint, topics, kafka_conf, events, runner)
         if message is not None:
             log.error("%s", message)
     finally:
         ready_path(checkpoint).unlink(missing_ok=True)
         if events is not None:
-            _stop_events(events, drain=code == EXIT_OK)
+            _stop_events(events, drain=code == EXIT_OK, wanted=runner.wrote_positions)
         runner.close(abandon=code != EXIT_OK)
         feed.close(wait=code != EXIT_OUTAGE)
         control.close()
@@ -442,12 +442,12 @@ def _events_query(cfg: Config, spark: Any, kafka_conf: dict[str, str], topics: T
                        cfg["kafka.outage_limit"])
 
 
-def _stop_events(events: EventsQuery, drain: bool) -> None:
-    """Stop the events query: after the positions already written (``drain``, a clean stop),
-    else at once; then release its producer."""
+def _stop_events(events: EventsQuery, drain: bool, wanted: bool) -> None:
+    """Stop the events query: after the positions already written (``drain``, a clean stop;
+    ``wanted``: the matching query wrote some), else at once; then release its producer."""
     try:
         if drain:
-            events.drain()
+            events.drain(wanted)
         elif events.query is not None:
             events.query.stop()
     except Exception as exc:  # its own failure is reported; the app is ending anyway
@@ -472,8 +472,8 @@ def _stop_on_signals() -> list[int]:
 
 def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: BatchState,
                stopping: list[int], supervisor: Supervisor, checkpoint: str, topics: Topics,
-               kafka_conf: dict[str, str], events: EventsQuery | None = None
-               ) -> tuple[int, str | None]:
+               kafka_conf: dict[str, str], events: EventsQuery | None = None,
+               runner: BatchRunner | None = None) -> tuple[int, str | None]:
     """Follow the query (and the events query) until it ends; restart either after an outage
     the connector gave up on. Returns the exit code and, when a query failed, the one line
     that says why."""
@@ -482,7 +482,8 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
 
     ready = False
     while True:
-        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics, events)
+        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics, events,
+                        runner)
         failed = events.failure() if events is not None else None
         if failed is not None:
             if (fatal_failure(failed, cfg) is None and not stopping
@@ -509,7 +510,8 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
 
 
 def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], ready: bool,
-            checkpoint: str, topics: Topics, events: EventsQuery | None = None) -> bool:
+            checkpoint: str, topics: Topics, events: EventsQuery | None = None,
+            runner: BatchRunner | None = None) -> bool:
     """Wait while the query runs: write the ready file after its first batch, and stop it,
     once no batch is running, when a signal came or it was idle for ``app.stop_after_idle``.
     Returns whether the app is ready (has written its ready file)."""
@@ -519,8 +521,11 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
             query.awaitTermination(0.2)
         except Exception:  # the query failed: reported by _supervise, once
             break
-        if events is not None and events.failure() is not None:
-            break  # restarted or reported by _supervise
+        if events is not None:
+            if events.failure() is not None:
+                break  # restarted or reported by _supervise
+            if events.query is None and runner is not None and runner.wrote_positions:
+                events.start()
         status = query.status
         if not status["message"].startswith("Getting offsets"):
             state.kafka_answered = time.monotonic()  # this trigger's offsets came, or none asked
