@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import pickle
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -38,18 +37,33 @@ EVENTS_DDL = ("object_id string, subscription_id long, kind string, reason strin
 STATE_DDL = "held binary"
 
 
-@dataclass
 class Held:
     """What a bucket keeps from batch to batch: the fences (id -> ``DetectKind`` mask) and
-    its objects' states."""
+    its objects' states; pickled into the state store (without the table built from the
+    fences, which is built again when needed)."""
 
-    fences: dict[int, int] = field(default_factory=dict)
-    objects: dict[str, ObjectState] = field(default_factory=dict)
-    dropped: int = 0  # positions older than their object's last, since the bucket began
+    def __init__(self, fences: dict[int, int] | None = None,
+                 objects: dict[str, ObjectState] | None = None, dropped: int = 0):
+        self.fences = dict(fences or {})
+        self.objects = dict(objects or {})
+        self.dropped = dropped  # positions older than their object's last, since it began
+        self._table: Fences | None = None
+
+    def __getstate__(self) -> dict:
+        table = self.table()  # its arrays: cheaper to load than to build from the dict
+        return {"fences": self.fences, "objects": self.objects, "dropped": self.dropped,
+                "table": (table.ids, table.detect)}
+
+    def __setstate__(self, state: dict) -> None:
+        ids, detect = state.pop("table")
+        self.__init__(**state)
+        self._table = Fences(ids, np.full(len(ids), None, object), detect)
 
     def change_fences(self, complete: bool, ids: list[int], masks: list[int]) -> None:
         """Apply a record's fence change; a removed fence is forgotten by every object (added
         again, it starts fresh)."""
+        if not complete and not ids:
+            return
         before = set(self.fences)
         if complete:
             self.fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
@@ -59,6 +73,7 @@ class Held:
                     self.fences[i] = m
                 else:
                     self.fences.pop(i, None)
+        self._table = None
         removed = before - set(self.fences)
         if removed:
             for name, state in list(self.objects.items()):
@@ -71,9 +86,11 @@ class Held:
     def table(self) -> Fences:
         """The fences as ``geops.events`` takes them (no shapes: the hits come with the
         positions)."""
-        ids = np.array(sorted(self.fences), np.int64)
-        return Fences(ids, np.full(len(ids), None, object),
-                      np.array([self.fences[i] for i in ids.tolist()], np.uint8))
+        if self._table is None:
+            ids = np.array(sorted(self.fences), np.int64)
+            self._table = Fences(ids, np.full(len(ids), None, object),
+                                 np.array([self.fences[i] for i in ids.tolist()], np.uint8))
+        return self._table
 
 
 def bucket_events(held: Held, records: list[dict], ttl_ms: int | None) -> list[tuple]:

@@ -13,6 +13,7 @@ from bench.kernel.run import format_table, run_kernel_bench
 from cli.bench_chaos import register_chaos
 from cli.bench_churn import register_churn
 from cli.bench_delivery import register_delivery
+from cli.bench_events import register_events
 from cli.bench_live import register_live
 from cli.bench_load import register_load
 from cli.bench_paper import register_paper
@@ -113,4 +114,4 @@ def _decode(args: argparse.Namespace) -> int:
 # One register function per `geops bench` subcommand.
 BENCHES: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     register_kernel, register_decode, register_paper, register_live, register_churn,
-    register_load, register_scale, register_delivery, register_chaos)
+    register_load, register_scale, register_delivery, register_chaos, register_events)

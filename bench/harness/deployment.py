@@ -88,7 +88,8 @@ class Session:
     def __init__(self, procs: Processes, address: str, workdir: Path, label: str,
                  subscriptions: Any, app: AppOptions, kafka_properties: Mapping[str, str],
                  log: Log, monitor_interval: float = 1.0,
-                 memory: bool = False, memory_every: float = 10.0, loads: bool = False):
+                 memory: bool = False, memory_every: float = 10.0, loads: bool = False,
+                 fences: tuple[Any, Any] | None = None):
         self.procs, self.log, self.app_opts = procs, log, app
         self.prefix = unique_prefix(label)
         self.dir = workdir / self.prefix
@@ -98,8 +99,9 @@ class Session:
         self.app: Proc | None = None
         self.distributor: Proc | None = None
         create_topics(self.cfg)
+        # ``fences``: each subscription's detect kinds and distance (a moving-object workload)
         produce_records(self.cfg.kafka_client(), self.cfg.topic("subscriptions"), "Subscription",
-                        subscription_records(subscriptions))
+                        subscription_records(subscriptions, *(fences or ())))
         log(f"{self.prefix}: topics created, {len(subscriptions):,} subscriptions loaded")
         self.monitor = Monitor(self.cfg, self.prefix, monitor_interval,
                                self.memory_row if memory else None, memory_every, loads)

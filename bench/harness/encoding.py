@@ -21,11 +21,18 @@ def encoded_geometry(wkb: bytes) -> bytes:
     return zigzag_varint(len(wkb)) + wkb
 
 
-def publication_bytes(header: bytes, pid: int, geometry_field: bytes, event_ms: int) -> bytes:
+def publication_bytes(header: bytes, pid: int, geometry_field: bytes, event_ms: int,
+                      object_field: bytes = b"\x00") -> bytes:
     """A single-object-encoded Publication, as ``codec().encode("Publication", ...)`` makes
-    it, from the schema header and the pre-encoded geometry field; no object (a null
-    ``object_id``: the union's first branch)."""
-    return header + zigzag_varint(pid) + geometry_field + zigzag_varint(event_ms) + b"\x00"
+    it, from the schema header and the pre-encoded geometry field; ``object_field`` the
+    pre-encoded ``object_id`` (``encoded_object``; default null: the union's first branch)."""
+    return header + zigzag_varint(pid) + geometry_field + zigzag_varint(event_ms) + object_field
+
+
+def encoded_object(object_id: str) -> bytes:
+    """Avro ``["null", "string"]`` field holding ``object_id``: branch 1, length, UTF-8."""
+    data = object_id.encode()
+    return b"\x02" + zigzag_varint(len(data)) + data
 
 
 def match_event_time(value: bytes, header_len: int = 10) -> int:

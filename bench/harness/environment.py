@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from bench.harness.deployment import AppOptions, Session
 from bench.harness.processes import Processes
 from bench.harness.publisher import Log
@@ -75,10 +77,12 @@ class Bench:
         app = app or self.spec.app
         if trigger is not None:
             app = AppOptions(**{**app.__dict__, "trigger": trigger})
+        fences = None if workload.detect is None else (workload.detect,
+                                                       np.round(workload.distance_m, 1))
         s = Session(self.procs, self.address, self.workdir, label, workload.subscriptions, app,
                     self.spec.kafka_properties, self.log,
                     monitor_interval=self.spec.monitor_interval,
-                    memory=memory, loads=loads)
+                    memory=memory, loads=loads, fences=fences)
         self.sessions.append(s)
         return s
 

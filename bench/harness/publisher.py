@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from bench.harness.encoding import encoded_geometry, publication_bytes
+from bench.harness.encoding import encoded_geometry, encoded_object, publication_bytes
 from bench.harness.errors import BenchFailed
 from kafkaio.clients import producer
 from schemas import codec
@@ -104,12 +104,16 @@ class Publisher(PacedProducer):
     """
 
     def __init__(self, client_conf: Mapping[str, str], topic: str, pool_geoms: np.ndarray,
-                 other_pools: Sequence[np.ndarray] = ()):
+                 other_pools: Sequence[np.ndarray] = (), objects: np.ndarray | None = None):
         super().__init__(client_conf)
         self.topic = topic
         self.header = codec().header("Publication")
         self.pools = [[encoded_geometry(w) for w in shapely.to_wkb(g)]
                       for g in (pool_geoms, *other_pools)]
+        # positions of moving objects: the object id of each of the first pool's geometries
+        # (keyed by object, as `geops publish` does); None: anonymous publications
+        self.objects = (None if objects is None else
+                        [(encoded_object(o), o.encode()) for o in objects.tolist()])
         self.geoms = self.pools[0]
         self.failed = 0
         self._next_base = 1
@@ -136,11 +140,18 @@ class Publisher(PacedProducer):
         header, topic = self.header, self.topic
         report = self._report
 
+        objects = self.objects
+
         def send(n: int, ms: int) -> None:
             pid = id_base + n
             geoms = self.geoms  # ``use`` may switch pools while the offer runs
-            produce(topic, publication_bytes(header, pid, geoms[n % len(geoms)], ms),
-                    str(pid).encode(), on_delivery=report)
+            if objects is None:
+                produce(topic, publication_bytes(header, pid, geoms[n % len(geoms)], ms),
+                        str(pid).encode(), on_delivery=report)
+                return
+            field, key = objects[n % len(objects)]
+            produce(topic, publication_bytes(header, pid, geoms[n % len(geoms)], ms, field),
+                    key, on_delivery=report)
 
         run = paced(rate, seconds, send, self._producer.poll, events, stop)
         self._producer.flush(60)

@@ -1,0 +1,1 @@
+"""`geops bench events`: what detecting geofence events costs (``run``)."""
