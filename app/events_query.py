@@ -27,13 +27,16 @@ import numpy as np
 
 from geops.events import Fences, ObjectState, run_objects
 from schemas import codec
+from schemas.event_encoder import KINDS, encode_events
 
 log = logging.getLogger("geops.app.events")
 
 EVENT_COLUMNS = ("object_id", "subscription_id", "kind", "reason", "publication_id",
                  "event_time", "match_time", "batch_id")
-EVENTS_DDL = ("object_id string, subscription_id long, kind string, reason string, "
+EVENTS_DDL = ("object_id string, subscription_id long, kind int, reason string, "
               "publication_id long, event_time long, match_time long, batch_id long")
+# an event's kind in the operator's output: its index in the DetectKind enum
+KIND_INDEX = {kind.lower(): k for k, kind in enumerate(KINDS)}
 STATE_DDL = "held binary"
 
 
@@ -120,8 +123,9 @@ def bucket_events(held: Held, records: list[dict], ttl_ms: int | None) -> list[t
         events, dropped = run_objects(held.objects, fences, ttl_ms, names[order], pids[order],
                                       times[order], (hit_pos[by], hit_fence[by]))
         held.dropped += dropped
-        rows += [(e.object_id, e.subscription_id, e.kind, e.reason, e.publication_id,
-                  e.event_time, rec["match_time"], rec["batch_id"]) for e in events]
+        match_ms, batch = rec["match_time"], rec["batch_id"]
+        rows += [(e.object_id, e.subscription_id, KIND_INDEX[e.kind], e.reason,
+                  e.publication_id, e.event_time, match_ms, batch) for e in events]
     return rows
 
 
@@ -160,7 +164,6 @@ class EventsWriter:
     def __init__(self, output: Any, topic: str):
         self.output = output  # app.batch_output, of the events query's checkpoint
         self.topic = topic
-        self.codec = codec()
         self.events = 0
 
     def __call__(self, df: Any, batch_id: int) -> None:
@@ -168,21 +171,25 @@ class EventsWriter:
             log.info("events batch %d: committed to Kafka before a restart; not written "
                      "again", batch_id)
             return
-        rows = df.collect()
+        table = df.toArrow()  # columns, not a Row per event
+        n = table.num_rows
         out = self.output.open(batch_id)
         headers = self.output.headers(batch_id)
-        for n, row in enumerate(rows, 1):
-            value = self.codec.encode("GeofenceEvent", {
-                "object_id": row.object_id, "subscription_id": row.subscription_id,
-                "kind": row.kind.upper(), "reason": row.reason,
-                "publication_id": row.publication_id, "event_time": row.event_time,
-                "match_time": row.match_time, "batch_id": row.batch_id})
-            out.send(self.topic, value, key=row.object_id.encode(),
-                     headers=headers if n == len(rows) else None)
+        if n:
+            col = {name: table.column(name) for name in EVENT_COLUMNS}
+            objects = col["object_id"].to_pylist()
+            values = encode_events(
+                objects, col["subscription_id"].to_numpy(), col["kind"].to_numpy(),
+                col["reason"].to_pylist(), col["publication_id"].to_pylist(),
+                col["event_time"].to_numpy(), col["match_time"].to_numpy(),
+                col["batch_id"].to_numpy())
+            for k, (obj, value) in enumerate(zip(objects, values, strict=True), 1):
+                out.send(self.topic, value, key=obj.encode(),
+                         headers=headers if k == n else None)
         self.output.finish(batch_id)
-        self.events += len(rows)
-        if rows:
-            log.info("events batch %d: %d geofence events", batch_id, len(rows))
+        self.events += n
+        if n:
+            log.info("events batch %d: %d geofence events", batch_id, n)
 
     def close(self, abandon: bool = False) -> None:
         self.output.close(abandon)
@@ -240,6 +247,11 @@ class EventsQuery:
         if self._starting is not None:  # a checkpoint of its own from its first batch on
             options["startingOffsets"] = self._starting
         log.info("starting the events query (checkpoint %s)", self.checkpoint)
+        # as many state partitions as cores (fixed by its first batch): each is a task of
+        # each batch, and Spark's default of 200 (or the session's 8) cost more than the
+        # buckets' work at a few thousand positions a second
+        self.spark.conf.set("spark.sql.shuffle.partitions",
+                            str(self.spark.sparkContext.defaultParallelism))
         self.query = (events_frame(self.spark, options, self.app_id, self.ttl_ms)
                       .writeStream.foreachBatch(self.writer)
                       .option("checkpointLocation", self.checkpoint)

@@ -46,6 +46,9 @@ from bench.harness.tables import markdown, number
 from geops.workload import generate_workload
 
 MODES = ("anonymous", "positions")
+COLUMNS = ("repeat", "mode", "backlog_records", "matching_throughput", "backlog_events",
+           "events_throughput", "live_rate", "match_p50_ms", "match_p99_ms", "live_events",
+           "event_p50_ms", "event_p99_ms")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +222,7 @@ def ratios(rows: list[dict]) -> dict[str, list[float]]:
 def write(spec: EventsSpec, rows: list[dict], state: dict, log: Log) -> None:
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "runs.csv", rows)
+    write_csv(out / "runs.csv", rows, COLUMNS)
     (out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
     r = ratios(rows)
 

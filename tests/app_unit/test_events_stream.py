@@ -17,6 +17,7 @@ from app.events_query import Held, bucket_events
 from app.task_records import Positions
 from geops.events import EventEngine, Fences
 from schemas import codec
+from schemas.event_encoder import KINDS
 
 
 def _boxes(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -89,7 +90,8 @@ def test_the_stream_gives_the_offline_engines_events(seed):
                                                         c.encode("ObjectPositions", rec)))
         for b, recs in by_bucket.items():
             for row in bucket_events(held[b], recs, 5_000):
-                got[row[0]].append((*row[:3], row[4], row[5], row[3]))  # Event's order
+                kind = KINDS[row[2]].lower()
+                got[row[0]].append((row[0], row[1], kind, row[4], row[5], row[3]))
                 assert row[6:] == (99, batch)
     assert sum(len(v) for v in expected.values()) > 100
     assert dict(got) == dict(expected)
@@ -103,10 +105,10 @@ def test_a_batch_after_a_restart_carries_every_fence_and_forgets_the_removed():
     rec = {"batch_id": 0, "match_time": 1, "fences_complete": True, "fence_ids": [1, 2],
            "fence_detect": [3, 3], "object_ids": ["a"], "publication_ids": [10],
            "event_times": [100], "hit_counts": [2], "hit_ids": [1, 2]}
-    assert [r[2] for r in bucket_events(held, [rec], None)] == ["enter", "enter"]
+    assert [KINDS[r[2]] for r in bucket_events(held, [rec], None)] == ["ENTER", "ENTER"]
     after = {**rec, "batch_id": 1, "fence_ids": [2], "fence_detect": [3],
              "publication_ids": [11], "event_times": [200], "hit_counts": [0], "hit_ids": []}
-    assert [(r[1], r[2]) for r in bucket_events(held, [after], None)] == [(2, "exit")]
+    assert [(r[1], KINDS[r[2]]) for r in bucket_events(held, [after], None)] == [(2, "EXIT")]
     assert held.objects["a"].fence_ids == ()
 
 

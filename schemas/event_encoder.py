@@ -1,0 +1,89 @@
+"""Encoding a whole batch of GeofenceEvent records at once (the events query's output path).
+
+Produces exactly the bytes ``codec().encode("GeofenceEvent", record)`` would, with every
+variable-length integer of every record computed with NumPy in one pass
+(``schemas.match_encoder``): through the codec a record took ~36 us, the most of what an event
+cost the events query's driver (an object inside a dozen fences that ask for ``inside`` gives a
+dozen events a position). A test compares it with the codec on random batches, so a change to
+``GeofenceEvent.avsc`` that this encoder does not follow fails loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from schemas.codec import codec
+from schemas.match_encoder import _place, _varints
+
+KINDS = ("ENTER", "EXIT", "INSIDE", "OUTSIDE")  # the DetectKind enum's symbols, in order
+
+
+def _strings(values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of ``values`` concatenated, and each one's length."""
+    encoded = [v.encode() for v in values]
+    lengths = np.fromiter((len(e) for e in encoded), np.int64, len(encoded))
+    return np.frombuffer(b"".join(encoded), np.uint8), lengths
+
+
+def encode_events(object_ids: Sequence[str], subscription_ids: np.ndarray,
+                  kinds: np.ndarray, reasons: Sequence[str | None],
+                  publication_ids: Sequence[int | None], event_times: np.ndarray,
+                  match_times: np.ndarray, batch_ids: np.ndarray) -> list[bytes]:
+    """Single-object GeofenceEvent records, one per event; ``kinds`` are indexes of
+    ``KINDS``; a reason or publication id may be None."""
+    n = len(object_ids)
+    if n == 0:
+        return []
+    head = np.frombuffer(codec().header("GeofenceEvent"), np.uint8)
+    has_reason = np.fromiter((r is not None for r in reasons), bool, n)
+    has_pub = np.fromiter((p is not None for p in publication_ids), bool, n)
+    obj_bytes, obj_len = _strings(object_ids)
+    reason_bytes, reason_len = _strings([r for r in reasons if r is not None])
+    # varints: object id length, subscription id, kind, reason length, publication id, times
+    olen_b, olen_at = _varints(obj_len)
+    sub_b, sub_at = _varints(np.asarray(subscription_ids, np.int64))
+    kind_b, kind_at = _varints(np.asarray(kinds, np.int64))
+    rlen_b, rlen_at = _varints(reason_len)
+    pub_b, pub_at = _varints(np.array([p for p in publication_ids if p is not None], np.int64))
+    evt_b, evt_at = _varints(np.asarray(event_times, np.int64))
+    mt_b, mt_at = _varints(np.asarray(match_times, np.int64))
+    bid_b, bid_at = _varints(np.asarray(batch_ids, np.int64))
+    olen_len, sub_len, kind_len = np.diff(olen_at), np.diff(sub_at), np.diff(kind_at)
+    evt_len, mt_len, bid_len = np.diff(evt_at), np.diff(mt_at), np.diff(bid_at)
+    rlen_len = np.zeros(n, np.int64)
+    rlen_len[has_reason] = np.diff(rlen_at)
+    rtext_len = np.zeros(n, np.int64)
+    rtext_len[has_reason] = reason_len
+    pub_len = np.zeros(n, np.int64)
+    pub_len[has_pub] = np.diff(pub_at)
+    # record layout: header | len object | object | subscription | kind | branch [| len | reason]
+    # | branch [| publication] | event_time | match_time | batch_id
+    size = (len(head) + olen_len + obj_len + sub_len + kind_len + 1 + rlen_len + rtext_len
+            + 1 + pub_len + evt_len + mt_len + bid_len)
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum(size, out=start[1:])
+    out = np.zeros(start[-1], np.uint8)
+    at = start[:-1]
+    out[at[:, None] + np.arange(len(head))] = head
+    at = at + len(head)
+    for data, lengths in ((olen_b, olen_len), (obj_bytes, obj_len), (sub_b, sub_len),
+                          (kind_b, kind_len)):
+        _place(out, at, data, lengths)
+        at = at + lengths
+    out[at] = np.where(has_reason, 2, 0)  # the union's branch: 1 (string) or 0 (null)
+    at = at + 1
+    _place(out, at[has_reason], rlen_b, rlen_len[has_reason])
+    at = at + rlen_len
+    _place(out, at[has_reason], reason_bytes, reason_len)
+    at = at + rtext_len
+    out[at] = np.where(has_pub, 2, 0)
+    at = at + 1
+    _place(out, at[has_pub], pub_b, pub_len[has_pub])
+    at = at + pub_len
+    for data, lengths in ((evt_b, evt_len), (mt_b, mt_len), (bid_b, bid_len)):
+        _place(out, at, data, lengths)
+        at = at + lengths
+    buf = out.tobytes()
+    return [buf[a:b] for a, b in zip(start[:-1].tolist(), start[1:].tolist(), strict=True)]
