@@ -20,7 +20,7 @@ from pathlib import Path
 
 import config
 from cli import bench_live as live
-from cli.common import EXIT_USAGE, positive_int
+from cli.common import EXIT_USAGE
 from cli.errors import CommandError
 from config import choices
 
@@ -37,16 +37,8 @@ def register_delivery(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
     live.add_app_arguments(a)
-    r = p.add_argument_group("runs")
-    r.add_argument("--repeats", type=positive_int, default=3, help="(default 3)")
-    r.add_argument("--backlog-rate", type=float, default=20000.0, metavar="R",
-                   help="publications/s offered for the backlog, far more than the app takes "
-                        "(20000)")
-    r.add_argument("--backlog", default="5s", metavar="D", help="backlog offer (5s)")
-    r.add_argument("--rate", type=float, metavar="R",
-                   help="live publications/s (default 70%% of the first at-least-once "
-                        "backlog throughput)")
-    r.add_argument("--duration", default="60s", metavar="D", help="live phase (60s)")
+    r = live.add_backlog_live_arguments(p, repeats=3, backlog_rate=20000.0, duration="60s",
+                                        baseline="at-least-once")
     r.add_argument("--write-batches", type=int, default=200, metavar="N",
                    help="first, the write path alone (no Spark): N batches of 1,000 matches "
                         "per mode and repeat (200; 0 = skip)")
@@ -63,8 +55,7 @@ def _delivery(args: argparse.Namespace) -> int:
 
     if args.write_only and args.write_batches <= 0:
         raise CommandError("--write-only needs --write-batches above 0", EXIT_USAGE)
-    if args.backlog_rate <= 0 or (args.rate is not None and args.rate <= 0):
-        raise CommandError("--backlog-rate and --rate must be positive", EXIT_USAGE)
+    live.check_rates(args)
     live.duration(args.trigger, "--trigger", zero=True)
     given, kafka_props = live.kafka_settings(args)
     spec = DeliverySpec(

@@ -43,16 +43,8 @@ def register_events(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
     live.add_app_arguments(a)
-    r = p.add_argument_group("runs")
-    r.add_argument("--repeats", type=positive_int, default=2, help="(default 2)")
-    r.add_argument("--backlog-rate", type=float, default=30000.0, metavar="R",
-                   help="publications/s offered for the backlog, more than the app takes "
-                        "(30000)")
-    r.add_argument("--backlog", default="5s", metavar="D", help="backlog offer (5s)")
-    r.add_argument("--rate", type=float, metavar="R",
-                   help="live publications/s (default 70%% of the first anonymous backlog "
-                        "throughput)")
-    r.add_argument("--duration", default="30s", metavar="D", help="live phase (30s)")
+    live.add_backlog_live_arguments(p, repeats=2, backlog_rate=30000.0, duration="30s",
+                                    baseline="anonymous")
     config.add_arguments(p, ["kafka"])
     p.set_defaults(func=_events)
 
@@ -62,8 +54,7 @@ def _events(args: argparse.Namespace) -> int:
     from bench.harness.deployment import AppOptions
     from bench.harness.errors import BenchFailed
 
-    if args.backlog_rate <= 0 or (args.rate is not None and args.rate <= 0):
-        raise CommandError("--backlog-rate and --rate must be positive", EXIT_USAGE)
+    live.check_rates(args)
     if args.objects > args.pool:
         raise CommandError(f"--objects ({args.objects:,}) must not exceed --pool "
                            f"({args.pool:,}): every object needs a position", EXIT_USAGE)

@@ -150,6 +150,32 @@ def add_delivery_argument(a: argparse._ArgumentGroup) -> None:
                    help="the app's --delivery (default: its configured default)")
 
 
+def add_backlog_live_arguments(p: argparse.ArgumentParser, *, repeats: int,
+                               backlog_rate: float, duration: str, baseline: str
+                               ) -> argparse._ArgumentGroup:
+    """The runs of a benchmark that compares modes on a backlog and then a live rate:
+    --repeats, --backlog-rate, --backlog, --rate (default 70 % of the first ``baseline``
+    backlog throughput) and --duration, with these defaults."""
+    r = p.add_argument_group("runs")
+    r.add_argument("--repeats", type=positive_int, default=repeats, help=f"(default {repeats})")
+    r.add_argument("--backlog-rate", type=float, default=backlog_rate, metavar="R",
+                   help=f"publications/s offered for the backlog, far more than the app takes "
+                        f"({backlog_rate:.0f})")
+    r.add_argument("--backlog", default="5s", metavar="D", help="backlog offer (5s)")
+    r.add_argument("--rate", type=float, metavar="R",
+                   help=f"live publications/s (default 70%% of the first {baseline} backlog "
+                        f"throughput)")
+    r.add_argument("--duration", default=duration, metavar="D",
+                   help=f"live phase ({duration})")
+    return r
+
+
+def check_rates(args: argparse.Namespace) -> None:
+    """--backlog-rate and --rate above zero, else a usage error."""
+    if args.backlog_rate <= 0 or (args.rate is not None and args.rate <= 0):
+        raise CommandError("--backlog-rate and --rate must be positive", EXIT_USAGE)
+
+
 def kafka_settings(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
     """The bootstrap servers given on the command line (None: start a broker) and the other
     librdkafka settings, from the options only (not the GEOPS_* environment); a --config file
