@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "of the stream, and a fifth of the subscriptions are fences that "
                         "detect (properties.detect), some with properties.distance_m "
                         "(default 0: none)")
+    p.add_argument("--first-id", type=non_negative_int, default=0, metavar="N",
+                   help="subscription and publication ids count from N (default 0), so that a "
+                        "second workload can join a first one on the same topics")
     p.add_argument("--start-time", default=str(DEFAULT_START_TIME_MS), metavar="T",
                    help="event time of publication 0: epoch ms or ISO 8601 "
                         "(default 2024-01-01T00:00:00Z)")
@@ -234,7 +237,8 @@ def _generate(args: argparse.Namespace) -> int:
         workload = generate_workload(
             seed=args.seed, subscriptions=args.subscriptions, publications=args.publications,
             point_share=args.point_share, relation=relation, skew=spec, world=world,
-            start_time_ms=start, interval_ms=args.interval_ms, objects=args.objects, log=log)
+            start_time_ms=start, interval_ms=args.interval_ms, objects=args.objects,
+            first_id=args.first_id, log=log)
     except ParameterError as exc:
         raise CommandError(exc.render(_flag), EXIT_USAGE) from None
     except DataError as exc:
@@ -249,7 +253,7 @@ def _generate(args: argparse.Namespace) -> int:
             "relation": None if relation is None else relation.name,
             "start_time_ms": start, "interval_ms": args.interval_ms,
             "world_size": dict(zip(LAYERS, sizes, strict=True)),
-            "objects": args.objects,
+            "objects": args.objects, "first_id": args.first_id,
         },
     }
     try:

@@ -259,7 +259,8 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                       start_time_ms: int = DEFAULT_START_TIME_MS,
                       interval_ms: int = DEFAULT_INTERVAL_MS,
                       skew_tolerance: float = SKEW_TOLERANCE,
-                      objects: int = 0, log: Log | None = None) -> Workload:
+                      objects: int = 0, first_id: int = 0, log: Log | None = None
+                      ) -> Workload:
     """Generate a workload deterministically from ``seed`` (the default world when none given).
 
     With ``skew`` the partitioner is built as the app builds it
@@ -268,7 +269,8 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     that fraction of stream items falls in the partitions of workers 0..H-1 (±``skew_tolerance``,
     else ParameterError naming the reachable range). With ``objects`` N > 0 the publications
     are positions of N moving objects (every one a point: ``point_share`` does not apply) and
-    some subscriptions detect (see the module docstring).
+    some subscriptions detect (see the module docstring). Subscription and publication ids
+    count from ``first_id`` (a second workload on topics that hold a first one).
     """
     _validate(subscriptions, publications, point_share, interval_ms, skew, objects)
     world = world if world is not None else synthetic_world(seed, log=log)
@@ -316,7 +318,9 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
         geoms = shapely.points(moving.tracks(track_rng, starts, publications, interval_ms,
                                              extent))
         object_ids = moving.object_names(objects, publications)
-    pubs = Publications(np.arange(publications), geoms,
+    if first_id:
+        subs = Subscriptions(subs.ids + first_id, subs.geoms, subs.relations)
+    pubs = Publications(first_id + np.arange(publications), geoms,
                         start_time_ms + interval_ms * np.arange(publications, dtype=np.int64))
     if report is not None and publications:
         _measure(report, skew, partitioner, pubs, publications)

@@ -130,3 +130,12 @@ def test_a_distance_fence_that_cannot_be_made_stays_a_plain_polygon():
     assert (detect != 0).sum() == 6 and np.isnan(distance[shapely.get_type_id(geoms) != 0]).all()
     points = shapely.get_type_id(geoms) == 0
     assert points.sum() == 2 and not np.isnan(distance[points]).any()
+
+
+def test_ids_count_from_first_id_and_nothing_else_changes(workload):
+    """A second workload on the same topics (the demo's moving objects) takes ids of its own."""
+    shifted = generate_workload(seed=5, objects=60, first_id=1_000_000, **SIZES)
+    assert (shifted.subscriptions.ids == workload.subscriptions.ids + 1_000_000).all()
+    assert (shifted.publications.ids == workload.publications.ids + 1_000_000).all()
+    assert shapely.equals(shifted.publications.geoms, workload.publications.geoms).all()
+    assert (shifted.detect == workload.detect).all()
