@@ -196,56 +196,55 @@ class EventsWriter:
 
 
 
+def positions_end(kafka_conf: Mapping[str, str], topic: str, outage_limit: float) -> str:
+    """The end offsets of the positions topic now, as the connector's ``startingOffsets``;
+    ``KafkaUnavailable`` (one line) when the topic is missing or Kafka does not answer."""
+    import json
+
+    from kafkaio.offsets import EndOffsets
+    from kafkaio.retry import Outage, with_retry
+
+    probe = EndOffsets(kafka_conf, timeout=10.0)
+    try:
+        ends = with_retry(lambda: probe(topic),
+                          Outage(kafka_conf.get("bootstrap.servers", "?"), outage_limit),
+                          f"end offsets of {topic}")
+    finally:
+        probe.close()
+    return json.dumps({topic: {str(p): o for p, o in ends.items()}})
+
+
 class EventsQuery:
     """The events query of an app, drained after the matching query stops.
 
     With a checkpoint it starts with the app and goes on where it stopped. Without one it
     starts once the matching query first writes positions (an app without moving objects pays
-    nothing for it, ~3 s of start and stop per run), at the positions topic's end as of the
-    app's start (``prepare``), so that it misses none of them.
+    nothing for it, ~3 s of start and stop per run), at ``starting``: the positions topic's end
+    as of the app's start (``positions_end``), so that it misses none of them.
     """
 
     def __init__(self, spark: Any, options: Mapping[str, str], checkpoint: str, app_id: str,
-                 ttl_ms: int | None, writer: EventsWriter, kafka_conf: Mapping[str, str],
-                 outage_limit: float):
+                 ttl_ms: int | None, writer: EventsWriter, starting: str):
         self.spark = spark
         self.options = dict(options)
         self.checkpoint = checkpoint
         self.app_id = app_id
         self.ttl_ms = ttl_ms
         self.writer = writer
-        self.kafka_conf = dict(kafka_conf)
-        self.outage_limit = outage_limit
+        self.starting = starting  # startingOffsets of a new checkpoint
         self.query: Any = None
-        self._starting: str | None = None  # startingOffsets of a new checkpoint
 
     def prepare(self) -> None:
-        """Before the matching query starts: start now when the checkpoint exists, else note
-        where a new one starts (the positions topic's end now)."""
-        import json
+        """Before the matching query starts: start now when the checkpoint exists (positions
+        may wait for it)."""
         from pathlib import Path
-
-        from kafkaio.offsets import EndOffsets
-        from kafkaio.retry import Outage, with_retry
 
         if (Path(self.checkpoint) / "offsets").exists():
             self.start()
-            return
-        topic = self.options["subscribe"]
-        probe = EndOffsets(self.kafka_conf, timeout=10.0)
-        try:
-            ends = with_retry(lambda: probe(topic),
-                              Outage(self.kafka_conf.get("bootstrap.servers", "?"),
-                                     self.outage_limit), f"end offsets of {topic}")
-        finally:
-            probe.close()
-        self._starting = json.dumps({topic: {str(p): o for p, o in ends.items()}})
 
     def start(self) -> Any:
         """Start (or start again, from the checkpoint) the query."""
-        options = dict(self.options)
-        if self._starting is not None:  # a checkpoint of its own from its first batch on
-            options["startingOffsets"] = self._starting
+        options = {**self.options, "startingOffsets": self.starting}  # new checkpoints only
         log.info("starting the events query (checkpoint %s)", self.checkpoint)
         # as many state partitions as cores (fixed by its first batch): each is a task of
         # each batch, and Spark's default of 200 (or the session's 8) cost more than the

@@ -181,6 +181,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     try:
         options = _source_options(cfg, topics, starting_offsets)
         feed, ends = _start_feed(cfg, kafka_conf, topics, checkpoint)
+        events_start = _positions_end(cfg, kafka_conf, topics, feed) if events_on else ""
         spark, watchdog = _start_spark(cfg, feed)
         workers = cfg["app.workers"] or spark.sparkContext.defaultParallelism
         scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
@@ -198,7 +199,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     start_query = _query_starter(cfg, spark, options, runner, checkpoint)
-    events = _events_query(cfg, spark, kafka_conf, topics, checkpoint) if events_on else None
+    events = (_events_query(cfg, spark, kafka_conf, topics, checkpoint, events_start)
+              if events_on else None)
     if events is not None:
         events.prepare()  # first: it starts at the positions the matching query writes next
     query = start_query()
@@ -422,8 +424,23 @@ def _query_starter(cfg: Config, spark: Any, options: dict[str, str], runner: Bat
     return start_query
 
 
+def _positions_end(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
+                   feed: SubscriptionFeed) -> str:
+    """Where a new events query starts reading positions (``app.events_query``): the
+    positions topic's end now. A missing topic ends the app in one line."""
+    from app.events_query import positions_end
+    from kafkaio.errors import KafkaUnavailable
+
+    try:
+        return positions_end(kafka_conf, topics.positions, cfg["kafka.outage_limit"])
+    except KafkaUnavailable as exc:
+        log.error("geofence events (--events on): %s", one_line(exc))
+        feed.close()
+        raise EndedBeforeQuery(exc.exit_code) from exc
+
+
 def _events_query(cfg: Config, spark: Any, kafka_conf: dict[str, str], topics: Topics,
-                  checkpoint: str) -> EventsQuery:
+                  checkpoint: str, starting: str) -> EventsQuery:
     """The events query (``app.events_query``), its checkpoint beside the matching query's."""
     from app.batch_output import batch_output
     from app.events_query import EventsQuery, EventsWriter
@@ -438,8 +455,7 @@ def _events_query(cfg: Config, spark: Any, kafka_conf: dict[str, str], topics: T
     options["failOnDataLoss"] = "true"
     return EventsQuery(spark, options, events_checkpoint, cfg["app.app_id"],
                        int(cfg["app.object_ttl"] * 1000),
-                       EventsWriter(output, cfg.topic("events")), kafka_conf,
-                       cfg["kafka.outage_limit"])
+                       EventsWriter(output, cfg.topic("events")), starting)
 
 
 def _stop_events(events: EventsQuery, drain: bool, wanted: bool) -> None:

@@ -233,3 +233,16 @@ def test_unsubscribe_writes_tombstones_and_tail_shows_one_subscriber(kafka_cfg, 
                        "--until-idle", "1", "--subscription", "9", "--format", "jsonl")
     assert code == 0
     assert [json.loads(line)["publication_id"] for line in out.splitlines()] == [1, 3]
+
+
+def test_app_without_its_positions_topic_ends_in_one_line(kafka_cfg, caplog):
+    """Geofence events need the positions topic (`geops topics create` makes it); an app
+    without it ends before Spark starts, naming it."""
+    from app.main import main as app_main
+    from kafkaio.topics import create_topics
+
+    create_topics(kafka_cfg, [t for t in config.TOPICS if t != "positions"])
+    assert app_main(["--master", "local[1]", "--stop-after-idle", "1s"]) == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith("geofence events (--events on)")
+    assert f"topic '{kafka_cfg.topic('positions')}' does not exist" in errors[0]
