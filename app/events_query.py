@@ -41,9 +41,9 @@ STATE_DDL = "held binary"
 
 
 class Held:
-    """What a bucket keeps from batch to batch: the fences (id -> ``DetectKind`` mask) and
-    its objects' states; pickled into the state store (without the table built from the
-    fences, which is built again when needed)."""
+    """What a bucket keeps from batch to batch: the fences (id -> ``DetectKind`` mask, and
+    the table ``geops.events`` takes, pickled as its arrays) and its objects' states; pickled
+    into the state store."""
 
     def __init__(self, fences: dict[int, int] | None = None,
                  objects: dict[str, ObjectState] | None = None, dropped: int = 0):
