@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "subscriber's view of the matches topic)")
     parser.add_argument("--format", choices=("text", "jsonl"), default="text",
                         help="text (one readable line) or jsonl (one JSON object, the schema's "
-                             "field names, geometries as WKT)")
+                             "field names, geometries as WKT; a geofence event as `geops match "
+                             "--events` writes it)")
     config.add_arguments(parser, ["kafka", "state", "topics"])
     parser.set_defaults(func=_tail)
 
