@@ -149,6 +149,7 @@ class BatchRunner:
         self.one_stage_records = one_stage_records  # 0: every batch through the connector
         self.fences = fences  # the fences the events query hears of (None: no events)
         self.wrote_positions = False  # whether a batch wrote positions (app.events_out)
+        self.clock = 0  # the latest event time of a position seen (app.events_out)
         self._one_stage = False  # whether the batch being written ran in one stage
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
@@ -461,7 +462,9 @@ class BatchRunner:
             positions or self.fences.changed) else None
         if fences is not None:
             hits = position_hits(positions, mkeys, offsets, sub_ids, fences.ids)
-            for key, record in bucket_records(self.app_id, batch_id, match_ms, hits, fences):
+            self.clock = max(self.clock, int(hits.event_ms.max(initial=0)))
+            for key, record in bucket_records(self.app_id, batch_id, match_ms, hits, fences,
+                                              self.clock):
                 out.send(self.topics.positions, self.codec.encode("ObjectPositions", record),
                          key=key)
         now = _now_ms()

@@ -7,12 +7,12 @@ fences it is in, on the workers that own them, balanced like any other load. Wha
 need of it is per position the fences it is in; the state (each object's fences) lives in the
 events query (``app.events_query``), in Spark's state store.
 
-Each batch writes, in its own output (its transaction under exactly-once), one
-``ObjectPositions`` record per bucket of objects that has positions or must hear of a fence
-change: the positions of its objects with their fences, and what changed in the fences (every
-fence, ``fences_complete``, in the first batch a process writes; after that only the fences
-added, changed or removed). A bucket's records go to one topic partition (keyed by bucket),
-in batch order.
+A batch with positions or fence changes writes, in its own output (its transaction under
+exactly-once), one ``ObjectPositions`` record per bucket of objects: the positions of its
+objects with their fences, what changed in the fences (every fence, ``fences_complete``, in
+the first batch a process writes; after that only the fences added, changed or removed), and
+the clock (the latest event time seen), by which a bucket expires its silent objects. A
+bucket's records go to one topic partition (keyed by bucket), in batch order.
 """
 
 from __future__ import annotations
@@ -127,23 +127,23 @@ def position_hits(positions: Sequence[Positions], matched_keys: np.ndarray,
 
 
 def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits,
-                   table: FenceTable) -> list[tuple[bytes, dict]]:
-    """(key, ``ObjectPositions`` record) per bucket with positions, and per every bucket when
-    the fences changed."""
+                   table: FenceTable, clock: int) -> list[tuple[bytes, dict]]:
+    """(key, ``ObjectPositions`` record) for every bucket: its positions, the fence change,
+    and ``clock``, the latest event time seen, by which each bucket expires the objects
+    unseen for the TTL (also a bucket without positions of its own)."""
     complete, fence_ids, masks = table.pending()
     buckets = bucket_of(hits.object_ids.tolist())
-    every = complete or bool(fence_ids)
-    wanted = range(BUCKETS) if every else np.unique(buckets).tolist()
     order = np.argsort(buckets, kind="stable")  # positions by bucket, in their order within
     hit_bucket = np.repeat(buckets, hits.counts)
     hit_order = np.argsort(hit_bucket, kind="stable")
     at = np.searchsorted(buckets[order], np.arange(BUCKETS + 1))
     hit_at = np.searchsorted(hit_bucket[hit_order], np.arange(BUCKETS + 1))
     out = []
-    for b in wanted:
+    for b in range(BUCKETS):
         rows = order[at[b]:at[b + 1]]
         out.append((bucket_key(app_id, b), {
             "app_id": app_id, "batch_id": batch_id, "match_time": match_ms, "bucket": b,
+            "clock": clock,
             "fences_complete": complete, "fence_ids": fence_ids, "fence_detect": masks,
             "object_ids": hits.object_ids[rows].tolist(),
             "publication_ids": hits.publication_ids[rows].tolist(),

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from geops.events import Fences, ObjectState, run_objects
+from geops.events import Fences, ObjectState, expire_state, run_objects
 from schemas import codec
 from schemas.event_encoder import KINDS, encode_events
 
@@ -46,16 +46,18 @@ class Held:
     into the state store."""
 
     def __init__(self, fences: dict[int, int] | None = None,
-                 objects: dict[str, ObjectState] | None = None, dropped: int = 0):
+                 objects: dict[str, ObjectState] | None = None, dropped: int = 0,
+                 clock: int = 0):
         self.fences = dict(fences or {})
         self.objects = dict(objects or {})
         self.dropped = dropped  # positions older than their object's last, since it began
+        self.clock = clock  # the latest event time the stream has seen (ObjectPositions)
         self._table: Fences | None = None
 
     def __getstate__(self) -> dict:
         table = self.table()  # its arrays: cheaper to load than to build from the dict
         return {"fences": self.fences, "objects": self.objects, "dropped": self.dropped,
-                "table": (table.ids, table.detect)}
+                "clock": self.clock, "table": (table.ids, table.detect)}
 
     def __setstate__(self, state: dict) -> None:
         ids, detect = state.pop("table")
@@ -98,35 +100,64 @@ class Held:
 
 def bucket_events(held: Held, records: list[dict], ttl_ms: int | None) -> list[tuple]:
     """The event rows (``EVENT_COLUMNS``) of a bucket's ``ObjectPositions`` records, taken in
-    batch order; ``held`` is updated."""
+    batch order: each one's fence change, its positions, then the objects its clock expires;
+    ``held`` is updated."""
     rows: list[tuple] = []
     for rec in sorted(records, key=lambda r: r["batch_id"]):
         held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"])
-        n = len(rec["publication_ids"])
-        if not n:
-            continue
-        fences = held.table()
-        names = np.array(rec["object_ids"], object)
-        pids = np.array(rec["publication_ids"], np.int64)
-        times = np.array(rec["event_times"], np.int64)
-        counts = np.array(rec["hit_counts"], np.int64)
-        hit_ids = np.array(rec["hit_ids"], np.int64)
-        owner = np.repeat(np.arange(n), counts)
-        at = np.minimum(np.searchsorted(fences.ids, hit_ids), max(len(fences) - 1, 0))
-        known = (fences.ids[at] == hit_ids) if len(fences) else np.zeros(len(hit_ids), bool)
-        inverse = np.unique(names, return_inverse=True)[1]
-        order = np.lexsort((pids, times, inverse))
-        rank = np.empty(n, np.intp)
-        rank[order] = np.arange(n)
-        hit_pos, hit_fence = rank[owner[known]], at[known]
-        by = np.lexsort((hit_fence, hit_pos))
-        events, dropped = run_objects(held.objects, fences, ttl_ms, names[order], pids[order],
-                                      times[order], (hit_pos[by], hit_fence[by]))
-        held.dropped += dropped
-        match_ms, batch = rec["match_time"], rec["batch_id"]
-        rows += [(e.object_id, e.subscription_id, KIND_INDEX[e.kind], e.reason,
-                  e.publication_id, e.event_time, match_ms, batch) for e in events]
+        rows += _positions(held, rec, ttl_ms)
+        rows += _expire(held, rec, ttl_ms)
     return rows
+
+
+def _positions(held: Held, rec: dict, ttl_ms: int | None) -> list[tuple]:
+    """The event rows of a record's positions (``geops.events.run_objects``)."""
+    n = len(rec["publication_ids"])
+    if not n:
+        return []
+    fences = held.table()
+    names = np.array(rec["object_ids"], object)
+    pids = np.array(rec["publication_ids"], np.int64)
+    times = np.array(rec["event_times"], np.int64)
+    counts = np.array(rec["hit_counts"], np.int64)
+    hit_ids = np.array(rec["hit_ids"], np.int64)
+    owner = np.repeat(np.arange(n), counts)
+    at = np.minimum(np.searchsorted(fences.ids, hit_ids), max(len(fences) - 1, 0))
+    known = (fences.ids[at] == hit_ids) if len(fences) else np.zeros(len(hit_ids), bool)
+    inverse = np.unique(names, return_inverse=True)[1]
+    order = np.lexsort((pids, times, inverse))
+    rank = np.empty(n, np.intp)
+    rank[order] = np.arange(n)
+    hit_pos, hit_fence = rank[owner[known]], at[known]
+    by = np.lexsort((hit_fence, hit_pos))
+    events, dropped = run_objects(held.objects, fences, ttl_ms, names[order], pids[order],
+                                  times[order], (hit_pos[by], hit_fence[by]))
+    held.dropped += dropped
+    return _rows(events, rec)
+
+
+def _expire(held: Held, rec: dict, ttl_ms: int | None) -> list[tuple]:
+    """The expiry exits of the bucket's objects unseen since before the stream's clock minus
+    the TTL (``EventEngine.expire``: exact when event times across objects are ordered within
+    the TTL); they are forgotten."""
+    held.clock = max(held.clock, rec["clock"])
+    if ttl_ms is None or not held.objects:
+        return []
+    events = []
+    fences = held.table()
+    for name in sorted(n for n, st in held.objects.items()
+                       if st.last_ms + ttl_ms < held.clock):
+        _, found = expire_state(held.objects.pop(name), name, fences, ttl_ms, held.clock)
+        events += found
+    return _rows(events, rec)
+
+
+def _rows(events: list, rec: dict) -> list[tuple]:
+    """Event rows (``EVENT_COLUMNS``) of ``events``, with the match time and batch of the
+    record they came with."""
+    match_ms, batch = rec["match_time"], rec["batch_id"]
+    return [(e.object_id, e.subscription_id, KIND_INDEX[e.kind], e.reason, e.publication_id,
+             e.event_time, match_ms, batch) for e in events]
 
 
 def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any

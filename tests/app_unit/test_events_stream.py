@@ -1,8 +1,9 @@
 """The events' way through the stream, without Spark or Kafka: the matching query's records
 (``app.events_out``), encoded and decoded as on the topic, through the bucket operator's logic
 (``app.events_query.bucket_events``), give the events of the offline engine
-(``geops.events.EventEngine``), batch after batch, while fences are added, changed, removed and
-added again, and with positions out of order."""
+(``geops.events.EventEngine``, expiring by the stream's clock after each batch), batch after
+batch, while fences are added, changed, removed and added again, with positions out of order
+and objects that go silent past the TTL."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_the_stream_gives_the_offline_engines_events(seed):
     held: dict[int, Held] = defaultdict(Held)
     objects = [f"o{i}" for i in range(30)]
     expected, got = defaultdict(list), defaultdict(list)
-    t = 0
+    t = clock = 0
     for batch in range(12):
         if batch in (4, 8):  # fences change: kinds, a removal, a plain one becomes a fence
             gone, changed, joined = int(rng.integers(5, 40)), int(rng.integers(5, 40)), 2
@@ -75,13 +76,14 @@ def test_the_stream_gives_the_offline_engines_events(seed):
         pids = np.arange(batch * 100, batch * 100 + n, dtype=np.int64)
         points = shapely.points(rng.random(n) * 10, rng.random(n) * 10)
         keys = pids + 7
-        for e in engine.process(names, pids, times, points):
+        clock = max(clock, int(times.max()))
+        for e in engine.process(names, pids, times, points) + engine.expire(clock):
             expected[e.object_id].append(e[:6])
         mk, offsets, sub_ids = _matched(keys, points, ids, geoms)
         hits = position_hits([Positions(keys[:25], pids[:25], names[:25], times[:25]),
                               Positions(keys[25:], pids[25:], names[25:], times[25:])],
                              mk, offsets, sub_ids, table.ids)
-        records = bucket_records("app", batch, 99, hits, table)
+        records = bucket_records("app", batch, 99, hits, table, clock)
         table.written()
         assert all(key == bucket_key("app", rec["bucket"]) for key, rec in records)
         by_bucket = defaultdict(list)
@@ -94,6 +96,7 @@ def test_the_stream_gives_the_offline_engines_events(seed):
                 got[row[0]].append((row[0], row[1], kind, row[4], row[5], row[3]))
                 assert row[6:] == (99, batch)
     assert sum(len(v) for v in expected.values()) > 100
+    assert any(e[5] == "expired" for v in expected.values() for e in v)
     assert dict(got) == dict(expected)
     assert sum(h.dropped for h in held.values()) == engine.dropped > 0
 
@@ -102,11 +105,11 @@ def test_a_batch_after_a_restart_carries_every_fence_and_forgets_the_removed():
     """A new process sends the whole table first: a fence removed while it was down is
     forgotten by every object, so it never gives an exit."""
     held = Held()
-    rec = {"batch_id": 0, "match_time": 1, "fences_complete": True, "fence_ids": [1, 2],
-           "fence_detect": [3, 3], "object_ids": ["a"], "publication_ids": [10],
-           "event_times": [100], "hit_counts": [2], "hit_ids": [1, 2]}
+    rec = {"batch_id": 0, "match_time": 1, "clock": 100, "fences_complete": True,
+           "fence_ids": [1, 2], "fence_detect": [3, 3], "object_ids": ["a"],
+           "publication_ids": [10], "event_times": [100], "hit_counts": [2], "hit_ids": [1, 2]}
     assert [KINDS[r[2]] for r in bucket_events(held, [rec], None)] == ["ENTER", "ENTER"]
-    after = {**rec, "batch_id": 1, "fence_ids": [2], "fence_detect": [3],
+    after = {**rec, "batch_id": 1, "clock": 200, "fence_ids": [2], "fence_detect": [3],
              "publication_ids": [11], "event_times": [200], "hit_counts": [0], "hit_ids": []}
     assert [(r[1], KINDS[r[2]]) for r in bucket_events(held, [after], None)] == [(2, "EXIT")]
     assert held.objects["a"].fence_ids == ()
@@ -130,7 +133,7 @@ def test_positions_without_a_match_have_no_fences():
                          np.empty(0, np.int64), np.zeros(1, np.int64),
                          np.empty(0, np.int64), np.array([1]))
     assert hits.counts.tolist() == [0, 0] and hits.hits.tolist() == []
-    records = bucket_records("x", 0, 0, hits, FenceTable(np.array([1]), np.array([1])))
+    records = bucket_records("x", 0, 0, hits, FenceTable(np.array([1]), np.array([1])), 2)
     assert len(records) == BUCKETS  # the first batch tells every bucket the fences
     assert sum(len(r["object_ids"]) for _, r in records) == 2
 
@@ -138,3 +141,23 @@ def test_positions_without_a_match_have_no_fences():
 def test_fences_need_no_shapes_in_the_stream():
     fences = Held(fences={4: 1, 2: 2}).table()
     assert isinstance(fences, Fences) and fences.ids.tolist() == [2, 4]
+
+
+def test_a_silent_object_expires_by_the_streams_clock():
+    """An object that never comes back is forgotten once the clock (carried by every
+    bucket's record, also one without positions) passes its last event time plus the TTL,
+    with an exit from each fence it was in that asks for exits."""
+    held = Held()
+    first = {"batch_id": 0, "match_time": 1, "clock": 1_000, "fences_complete": True,
+             "fence_ids": [1, 2], "fence_detect": [3, 1], "object_ids": ["a"],
+             "publication_ids": [10], "event_times": [1_000], "hit_counts": [2],
+             "hit_ids": [1, 2]}
+    bucket_events(held, [first], 5_000)
+    quiet = {**first, "batch_id": 1, "clock": 6_000, "fences_complete": False,
+             "fence_ids": [], "fence_detect": [], "object_ids": [], "publication_ids": [],
+             "event_times": [], "hit_counts": [], "hit_ids": []}
+    assert bucket_events(held, [quiet], 5_000) == []  # 1,000 + 5,000 is not before 6,000
+    later = {**quiet, "batch_id": 2, "clock": 6_001}
+    assert bucket_events(held, [later], 5_000) == [
+        ("a", 1, KINDS.index("EXIT"), "expired", None, 6_000, 1, 2)]  # fence 2: enter only
+    assert held.objects == {}
