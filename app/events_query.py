@@ -195,7 +195,6 @@ class EventsWriter:
     def __init__(self, output: Any, topic: str):
         self.output = output  # app.batch_output, of the events query's checkpoint
         self.topic = topic
-        self.events = 0
 
     def __call__(self, df: Any, batch_id: int) -> None:
         if self.output.written(batch_id):
@@ -218,7 +217,6 @@ class EventsWriter:
                 out.send(self.topic, value, key=obj.encode(),
                          headers=headers if k == n else None)
         self.output.finish(batch_id)
-        self.events += n
         if n:
             log.info("events batch %d: %d geofence events", batch_id, n)
 
