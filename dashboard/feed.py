@@ -6,7 +6,8 @@ from its beginning, so every rebalance and the epoch in force are known), and fu
 the metrics topic until a ``PartitionLayout`` of the app turns up (the app writes one at start
 and every 30 s while it runs batches); the publications topic's end offsets at up to 120 of the
 past period ends give those periods their input rate and lag. Then one consumer follows those
-three topics and the matches and publications topics from their ends; every period its
+three topics and the matches and publications topics from their ends, and the events topic
+when it exists (its records only counted: the events-per-second series); every period its
 records become a ``dashboard.periods.Period`` folded into the ``View``, and the view is
 published.
 
@@ -33,7 +34,7 @@ from dashboard.points import publication_points
 from dashboard.state import View
 from kafkaio.clients import check_reachable, consumer
 from kafkaio.dump import decoded_messages
-from kafkaio.errors import KafkaUnavailable
+from kafkaio.errors import KafkaUnavailable, TopicMissing
 from kafkaio.offsets import EndOffsets, read_between
 
 log = logging.getLogger("geops.dashboard")
@@ -60,11 +61,12 @@ class Topics:
     control: str
     matches: str
     publications: str
+    events: str
 
     @classmethod
     def of(cls, cfg: Config) -> Topics:
         return cls(*(cfg.topic(t) for t in ("metrics", "status", "control", "matches",
-                                            "publications")))
+                                            "publications", "events")))
 
     def kinds(self) -> dict[str, str]:
         """Topic name -> the kind ``View.replay`` knows it by."""
@@ -136,6 +138,7 @@ class Feed:
         self.app_key = view.app_id.encode()
         self._consumer: Any = None
         self._watcher: EndWatcher | None = None
+        self._events = False  # the events topic exists and is followed
 
     # -- connecting and reading back -----------------------------------------------------
 
@@ -150,6 +153,7 @@ class Feed:
                 probe.partitions(topic)  # TopicMissing names the topic and what to do
             ends = {topic: probe(topic) for topic in (t.metrics, t.status, t.control,
                                                       t.matches, t.publications)}
+            events = self._events_ends(probe)
         finally:
             probe.close()
         now_ms = int(time.time() * 1000)
@@ -165,15 +169,27 @@ class Feed:
             timed += self._older_layout(starts[t.metrics])
         past = self._past_ends(ends[t.publications], self.view.replay_ends(timed, now_ms))
         self.view.replay(timed, now_ms, past)
+        followed = {**ends, t.events: events} if events is not None else ends
         c = consumer(self.conf)
-        c.assign([TopicPartition(topic, p, ends[topic][p]) for topic in ends
-                  for p in ends[topic]])
+        c.assign([TopicPartition(topic, p, followed[topic][p]) for topic in followed
+                  for p in followed[topic]])
         self._consumer = c
+        self._events = events is not None
         self.view.follower.resume(ends[t.publications])
         self._watcher = EndWatcher(self.conf, t.publications,
                                    max_age=2 * self.view.period_s + END_TIMEOUT_S).start()
         log.info("reading %s from %d records back; following", ", ".join(t.kinds()),
                  len(timed))
+
+    def _events_ends(self, probe: EndOffsets) -> dict[int, int] | None:
+        """The events topic's end offsets, or None when it does not exist (an app without
+        moving objects may run without it; the dashboard then has no events series)."""
+        try:
+            probe.partitions(self.topics.events)
+        except TopicMissing:
+            log.info("topic %s does not exist: no events series", self.topics.events)
+            return None
+        return probe(self.topics.events)
 
     def _starts(self, ends: Mapping[str, Mapping[int, int]], since_ms: int
                 ) -> dict[str, dict[int, int]]:
@@ -254,11 +270,13 @@ class Feed:
         """Collect until ``deadline`` and fold the period that began at ``began``."""
         t = self.topics
         got = collect(self._consumer, deadline, self.clock, raw_topics={t.publications},
-                      raw_cap=POINTS_PER_PERIOD, keys={t.status: self.app_key})
+                      raw_cap=POINTS_PER_PERIOD, keys={t.status: self.app_key},
+                      counted={t.events})
         assert self._watcher is not None
         topic_end, problem = self._watcher.latest()
         self.view.step(Period(self.clock() - began, topic_end, got.records[t.metrics],
-                              got.named(t.matches, "Match"), int(time.time() * 1000)),
+                              got.named(t.matches, "Match"), int(time.time() * 1000),
+                              got.seen[t.events] if self._events else None),
                        got.named(t.status, "DistributorStatus"),
                        got.named(t.control, "RebalanceCommand"),
                        publication_points(got.raw[t.publications]),

@@ -8,6 +8,8 @@
                the median of the batches' p50s and the largest of their p99s)
   MLDC         of per-worker processing time (the LB load of the PartitionLoad records)
   epoch        the assignment epoch of the app's latest batch
+  events       geofence events written to the events topic / period (counted, not decoded;
+               None when the topic is not followed)
 ``collect`` gathers a period's records from a consumer of several topics.
 """
 
@@ -35,6 +37,7 @@ class Period:
     metrics: Sequence[tuple[str, dict]] = ()  # (schema name, record) from the metrics topic
     matches: Sequence[dict] = ()            # Match records that arrived in it
     time_ms: int = 0                        # wall-clock time of its end
+    events: int | None = None               # records on the events topic (None: not followed)
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Row:
     epoch: int | None
     matches: int = 0
     worker_loads_ns: tuple[float, ...] | None = None  # processing time per worker (no load: None)
+    events: int | None = None         # geofence events of the period (None: not followed)
+    events_rate: float | None = None  # ... per second
 
 
 @dataclass
@@ -97,7 +102,9 @@ class Follower:
                    batches=len(summaries), p50_ms=p50, p99_ms=p99,
                    latency_from_batches=from_batches,
                    mldc=None if per_worker is None else mldc(list(per_worker)),
-                   epoch=self.epoch, matches=len(matches), worker_loads_ns=per_worker)
+                   epoch=self.epoch, matches=len(matches), worker_loads_ns=per_worker,
+                   events=period.events,
+                   events_rate=None if period.events is None else period.events / seconds)
 
     def resume(self, topic_end: Mapping[int, int] | None) -> None:
         """Measure the next input rate from ``topic_end``, read now: after periods whose time
@@ -147,13 +154,15 @@ class Collected:
 
 def collect(c: Any, deadline: float, clock: Callable[[], float],
             raw_topics: Collection[str] = (), raw_cap: int = 0,
-            keys: Mapping[str, bytes] | None = None) -> Collected:
+            keys: Mapping[str, bytes] | None = None,
+            counted: Collection[str] = ()) -> Collected:
     """Records that a consumer ``c`` (already assigned) delivers until ``deadline``.
 
     Records of ``raw_topics`` are kept undecoded, at most ``raw_cap`` per topic (the rest are
     consumed and dropped), for a bulk decoder; every other record is decoded by the codec, and
-    undecodable ones and tombstones are skipped. ``keys``: for these topics only records with
-    that key (or none) are kept, e.g. the status topic's records of one app.
+    undecodable ones and tombstones are skipped. Records of ``counted`` topics are only counted
+    (``seen``): a topic whose rate is all that is shown. ``keys``: for these topics only
+    records with that key (or none) are kept, e.g. the status topic's records of one app.
     """
     dec = codec()
     got = Collected()
@@ -166,6 +175,9 @@ def collect(c: Any, deadline: float, clock: Callable[[], float],
             value, topic = msg.value(), msg.topic()
             if value is None or (keys and topic in keys and msg.key()
                                  and msg.key() != keys[topic]):
+                continue
+            if topic in counted:
+                got.seen[topic] += 1
                 continue
             if topic in raw_topics:
                 got.seen[topic] += 1

@@ -33,6 +33,8 @@ ROW_GAUGES = (
      "mldc"),
     ("geops_mldc_threshold", "the distributor's MLDC threshold", "threshold"),
     ("geops_epoch", "assignment epoch in force", "epoch"),
+    ("geops_events_per_second", "geofence events per second written to the events topic",
+     "events_per_s"),
 )
 
 

@@ -281,13 +281,15 @@ class View:
                 "batches": row.batches, "p50_ms": _num(row.p50_ms, 1),
                 "p99_ms": _num(row.p99_ms, 1), "latency_from_batches": row.latency_from_batches,
                 "mldc": _num(row.mldc), "threshold": threshold, "epoch": row.epoch,
-                "matches": row.matches, "worker_load_ms_per_s": self._worker_loads(row)}
+                "matches": row.matches, "events_per_s": _num(row.events_rate, 1),
+                "worker_load_ms_per_s": self._worker_loads(row)}
 
     def series(self) -> dict[str, Any]:
         """The time series, one entry per period, oldest first (columns of equal length)."""
         rows = [self.row_json(r, t) for r, t in zip(self.rows, self.thresholds, strict=True)]
         keys = ("time_ms", "input_rate", "output_rate", "lag", "batches", "p50_ms", "p99_ms",
-                "latency_from_batches", "mldc", "threshold", "epoch", "matches")
+                "latency_from_batches", "mldc", "threshold", "epoch", "matches",
+                "events_per_s")
         out: dict[str, Any] = {"app_id": self.app_id, "period_s": self.period_s}
         out.update({k: [r[k] for r in rows] for k in keys})
         workers = max((len(r["worker_load_ms_per_s"]) for r in rows), default=0)

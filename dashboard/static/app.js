@@ -219,16 +219,20 @@ function chartSize(el) {
   return { width: Math.max(200, el.clientWidth - 12), height: Math.max(90, el.clientHeight - 26) };
 }
 
-function makeChart(id, series, data, yLabel) {
+// rightScale: the name of a second y scale, drawn on the right, for series that say it
+function makeChart(id, series, data, yLabel, rightScale) {
   const el = $(id);
   if (charts[id]) charts[id].destroy();
+  const axes = [{ size: 28, font: "10px system-ui" },
+    { size: 48, font: "10px system-ui", label: yLabel, labelSize: 0 }];
+  if (rightScale) axes.push({ scale: rightScale, side: 1, size: 48, font: "10px system-ui",
+    grid: { show: false } });
   const opts = {
     ...chartSize(el),
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },
-    scales: { x: { time: true } },
-    axes: [{ size: 28, font: "10px system-ui" },
-      { size: 48, font: "10px system-ui", label: yLabel, labelSize: 0 }],
+    scales: { x: { time: true }, ...(rightScale ? { [rightScale]: {} } : {}) },
+    axes,
     series: [{}, ...series.map((s) => ({ width: 1.5, spanGaps: true, points: { show: false },
       ...s }))],
     plugins: [markerPlugin()],
@@ -257,7 +261,7 @@ function smooth(col) {
 
 function chartData() {
   return {
-    "c-rates": [S.t, smooth(S.input), smooth(S.output)],
+    "c-rates": [S.t, smooth(S.input), smooth(S.output), smooth(S.events)],
     "c-lag": [S.t, S.lag],
     "c-latency": [S.t, S.p50, S.p99],
     "c-workers": [S.t, ...S.workers.map(smooth)],
@@ -268,7 +272,9 @@ function chartData() {
 function buildCharts() {
   const d = chartData();
   makeChart("c-rates", [{ label: "in", stroke: "#2166ac" },
-    { label: "out", stroke: "#1b9e77" }], d["c-rates"]);
+    { label: "out", stroke: "#1b9e77" },
+    { label: "events", stroke: "#d95f02", scale: "events" }], d["c-rates"], undefined,
+  "events");
   makeChart("c-lag", [{ label: "lag", stroke: "#7b3294" }], d["c-lag"]);
   makeChart("c-latency", [{ label: "p50", stroke: "#2166ac" },
     { label: "p99", stroke: "#b42318" }], d["c-latency"]);
@@ -281,7 +287,8 @@ function buildCharts() {
 function setSeries(doc) {
   S = { t: doc.time_ms.map((v) => v / 1000), input: doc.input_rate, output: doc.output_rate,
     lag: doc.lag, p50: doc.p50_ms, p99: doc.p99_ms, mldc: doc.mldc,
-    threshold: doc.threshold, workers: doc.worker_load_ms_per_s };
+    threshold: doc.threshold, workers: doc.worker_load_ms_per_s,
+    events: doc.events_per_s || doc.time_ms.map(() => null) };
   buildCharts();
   drawFigures();
 }
@@ -291,6 +298,7 @@ function appendRow(row) {
   S.t.push(row.time_ms / 1000);
   S.input.push(row.input_rate);
   S.output.push(row.output_rate);
+  S.events.push(row.events_per_s ?? null);
   S.lag.push(row.lag);
   S.p50.push(row.p50_ms);
   S.p99.push(row.p99_ms);
@@ -305,7 +313,7 @@ function appendRow(row) {
   S.workers.forEach((col, w) => col.push(w < loads.length ? loads[w] : null));
   const oldest = S.t[S.t.length - 1] - historyS;
   while (S.t.length && S.t[0] < oldest) {
-    for (const col of [S.t, S.input, S.output, S.lag, S.p50, S.p99, S.mldc, S.threshold,
+    for (const col of [S.t, S.input, S.output, S.events, S.lag, S.p50, S.p99, S.mldc, S.threshold,
       ...S.workers]) col.shift();
   }
   drawFigures();
@@ -335,6 +343,7 @@ function recent(col, mean = false) {
 function drawFigures() {
   $("v-input").textContent = fmt(recent(S.input, true));
   $("v-output").textContent = fmt(recent(S.output, true));
+  $("v-events").textContent = fmt(recent(S.events, true));
   $("v-lag").textContent = fmt(recent(S.lag));
   $("v-p50").textContent = fmt(recent(S.p50));
   $("v-p99").textContent = fmt(recent(S.p99));

@@ -105,6 +105,11 @@ def test_reads_back_then_follows(kafka_cfg):
             w.send("publications", "Publication", {
                 "id": i, "geometry": shapely.to_wkb(shapely.Point(0.5 + i / 2, 1.5)),
                 "event_time": int(time.time() * 1000)}, key=str(i))
+        for i in range(7):
+            w.send("events", "GeofenceEvent", {
+                "object_id": f"o{i}", "subscription_id": i, "kind": "ENTER", "reason": None,
+                "publication_id": i, "event_time": 0, "match_time": 0, "batch_id": 0},
+                key=f"o{i}")
         w.flush()
         m = wait_for(lambda: (m := view.map())["epoch"] == 2 and m["publications"] == 3
                      and m)
@@ -112,6 +117,9 @@ def test_reads_back_then_follows(kafka_cfg):
         assert [p["owners"] for p in m["partitions"]] == [[0], [1], [1], [0]]
         assert m["partitions"][3]["load_ms_per_s"] == 25.0  # 50 ms over a 2 s window
         assert wait_for(lambda: any(r.input_rate for r in view.rows))
+        # events: counted per period, none before the dashboard started following
+        wait_for(lambda: sum(r.events or 0 for r in view.rows) == 7)
+        assert view.series()["events_per_s"][0] is None  # read back: not counted
         assert [r["epoch"] for r in view.rebalances()] == [1, 2]
 
 

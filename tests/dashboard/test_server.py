@@ -49,7 +49,7 @@ def get(server: DashboardServer, path: str, host: str | None = None, method: str
 def feed(view: View, hub: Hub) -> None:
     view.follower.resume({0: 0})
     view.step(period(1_000, [layout(), summary(0, 0, 200, {"0": 150}), load(0, 0, 30),
-                             load(3, 1, 10)], ends={0: 400}),
+                             load(3, 1, 10)], ends={0: 400}, events=12),
               statuses=[status()], commands=[command(1, [0, 0, 1, 1])])
     hub.publish(view)
 
@@ -110,6 +110,7 @@ def test_prometheus_text(served):
     assert samples[("geops_input_publications_per_second", app)] == 400.0
     assert samples[("geops_consumer_lag_records", app)] == 250.0
     assert samples[("geops_mldc", app)] == 0.5
+    assert samples[("geops_events_per_second", app)] == 12.0
     assert samples[("geops_worker_load_ms_per_second", (*app, ("worker", "0")))] == 30.0
     assert samples[("geops_partition_load_ms_per_second", (*app, ("partition", "3")))] == 2.0
     assert samples[("geops_partition_subscriptions", (*app, ("partition", "3")))] == 40.0

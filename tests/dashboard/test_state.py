@@ -54,8 +54,8 @@ def status(decision="none", threshold=0.5, period=3):
             "decision": decision, "reason": f"{decision}: because"}
 
 
-def period(t_ms, metrics=(), seconds=1.0, ends=None, matches=()):
-    return Period(seconds, ends, list(metrics), list(matches), t_ms)
+def period(t_ms, metrics=(), seconds=1.0, ends=None, matches=(), events=None):
+    return Period(seconds, ends, list(metrics), list(matches), t_ms, events)
 
 
 def test_map_cells_owners_and_load_over_the_window():
@@ -120,9 +120,10 @@ def test_series_columns_figures_and_threshold():
     v = View(APP, period_s=2.0, history_s=10.0)
     v.follower.resume({0: 0})
     v.step(period(2_000, [summary(0, 0, 300, {"0": 100}), load(0, 0, 30), load(2, 1, 10)],
-                  seconds=2.0, ends={0: 500}), statuses=[status(threshold=0.7)])
+                  seconds=2.0, ends={0: 500}, events=90), statuses=[status(threshold=0.7)])
     v.step(period(4_000, seconds=2.0, ends={0: 900}))
     s = v.series()
+    assert s["events_per_s"] == [45.0, None]   # 90 in 2 s; then the topic not followed
     assert s["time_ms"] == [2_000, 4_000]
     assert s["input_rate"] == [250.0, 200.0] and s["output_rate"] == [150.0, 0.0]
     assert s["lag"] == [400, 800]
