@@ -37,6 +37,9 @@ EVENTS_DDL = ("object_id string, subscription_id long, kind int, reason string, 
               "publication_id long, event_time long, match_time long, batch_id long")
 # an event's kind in the operator's output: its index in the DetectKind enum
 KIND_INDEX = {kind.lower(): k for k, kind in enumerate(KINDS)}
+# a row of the operator's output that is no event: a bucket's count of the batch's positions
+# dropped as older than their object's last (in ``publication_id``), for the batch's log
+DROPPED = -1
 STATE_DDL = "held binary"
 
 
@@ -166,11 +169,14 @@ def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
     import pandas as pd
 
     held = pickle.loads(state.get[0]) if state.exists else Held()
+    dropped = held.dropped
     c = codec()
     records = [c.decode_as("ObjectPositions", v) for frame in frames
                for v in frame["value"].tolist()]
     rows = bucket_events(held, records, ttl_ms)
     state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
+    if held.dropped > dropped:
+        rows.append(("", 0, DROPPED, None, held.dropped - dropped, 0, 0, 0))
     if rows:  # an empty frame of strings fails PySpark's Arrow conversion
         yield pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
 
@@ -201,7 +207,12 @@ class EventsWriter:
             log.info("events batch %d: committed to Kafka before a restart; not written "
                      "again", batch_id)
             return
+        import pyarrow.compute as pc
+
         table = df.toArrow()  # columns, not a Row per event
+        late = pc.equal(table.column("kind"), DROPPED)
+        dropped = pc.sum(table.column("publication_id").filter(late)).as_py() or 0
+        table = table.filter(pc.invert(late))
         n = table.num_rows
         out = self.output.open(batch_id)
         headers = self.output.headers(batch_id)
@@ -217,6 +228,9 @@ class EventsWriter:
                 out.send(self.topic, value, key=obj.encode(),
                          headers=headers if k == n else None)
         self.output.finish(batch_id)
+        if dropped:
+            log.info("events batch %d: positions older than their object's last, dropped: %d",
+                     batch_id, dropped)
         if n:
             log.info("events batch %d: %d geofence events", batch_id, n)
 

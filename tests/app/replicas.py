@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,7 +114,10 @@ class SteppedProducer:
     producer waits until the app has processed everything written, so the command applies from
     the next batch; and until a batch ran under the previous command's epoch, writing a few
     more publications while it has not (a batch planned before the command arrived runs
-    under the old one).
+    under the old one). ``actions``: (publications written before it, a function called with
+    the producer) run likewise once everything written before it is processed; it may write
+    with ``send`` and wait with ``settle``, and leave publications for ``write`` to skip
+    (``skip``).
     """
 
     cfg: config.Config
@@ -124,8 +128,12 @@ class SteppedProducer:
     # positions of moving objects: each publication's object id; they keep their event times
     # and are keyed by object (None: event time now, keyed by publication id)
     object_ids: np.ndarray | None = None
+    actions: list[tuple[int, Callable[[SteppedProducer], None]]] = field(default_factory=list)
     error: BaseException | None = None
     finished_at: float = 0.0
+    skip: set[int] = field(default_factory=set)  # indexes of publications written otherwise
+    written: int = 0  # publications written up to this index
+    extra: int = 0    # publications written by ``send``
     _thread: threading.Thread | None = None
 
     def start(self) -> SteppedProducer:
@@ -146,6 +154,42 @@ class SteppedProducer:
         except BaseException as exc:  # reported by join()
             self.error = exc
 
+    def send(self, topic: str, value: bytes | None, key: bytes) -> None:
+        """Send a record of the producer's own (a publication counts as written)."""
+        self.sender.send(topic, value, key=key)
+        if topic == self.cfg.topic("publications"):
+            self.extra += 1
+
+    def write(self, upto: int) -> None:
+        """Write the publications up to index ``upto`` (those in ``skip`` left out)."""
+        c = codec()
+        for k in range(self.written, upto):
+            rec = self.records[k]
+            if k in self.skip:
+                continue
+            if self.object_ids is None:
+                rec["event_time"] = int(time.time() * 1000)
+            self.sender.send(self.topic, c.encode("Publication", rec), key=record_key(rec))
+        self.sender.flush()
+        self.written = max(self.written, upto)
+
+    def settle(self, epoch: int | None = None) -> None:
+        """Wait until all written is processed and ``epoch`` (if any) ran a batch."""
+        self.sender.flush()
+        wait_until = time.monotonic() + 180
+        while True:
+            self.watch.poll()
+            skipped = sum(k < self.written for k in self.skip)
+            if self.watch.processed() >= self.written - skipped + self.extra:
+                if epoch is None or epoch in self.watch.epochs():
+                    return
+                if self.written >= len(self.records):
+                    raise AssertionError(f"epoch {epoch} never ran a batch")
+                self.write(self.written + self.piece)
+            if time.monotonic() > wait_until:
+                raise TimeoutError(f"the app processed {self.watch.processed()} of "
+                                   f"{self.written}")
+
     def _run(self) -> None:
         marker = ready_path(checkpoint_dir(self.cfg))
         deadline = time.monotonic() + 180
@@ -153,49 +197,29 @@ class SteppedProducer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the app's query did not start ({marker})")
             time.sleep(0.1)
-        c = codec()
-        topic, control = self.cfg.topic("publications"), self.cfg.topic("control")
-        records = list(publication_records(self.pubs, self.object_ids))
-        watch = MetricsWatch(self.cfg)
-        sender = Sender(self.cfg.kafka_client(), rate=self.rate)
-        written = 0
-
-        def write(upto: int) -> None:
-            nonlocal written
-            for rec in records[written:upto]:
-                if self.object_ids is None:
-                    rec["event_time"] = int(time.time() * 1000)
-                sender.send(topic, c.encode("Publication", rec), key=record_key(rec))
-            sender.flush()
-            written = max(written, upto)
-
-        def settle(epoch: int | None) -> None:
-            """Wait until all written is processed and ``epoch`` (if any) ran a batch."""
-            wait_until = time.monotonic() + 180
-            while True:
-                watch.poll()
-                if watch.processed() >= written:
-                    if epoch is None or epoch in watch.epochs():
-                        return
-                    if written >= len(records):
-                        raise AssertionError(f"epoch {epoch} never ran a batch")
-                    write(written + self.piece)
-                if time.monotonic() > wait_until:
-                    raise TimeoutError(f"the app processed {watch.processed()} of {written}")
-
+        self.topic = self.cfg.topic("publications")
+        self.records = list(publication_records(self.pubs, self.object_ids))
+        self.watch = MetricsWatch(self.cfg)
+        self.sender = Sender(self.cfg.kafka_client(), rate=self.rate)
+        steps = sorted([(before, 0, k) for k, (before, _, _) in enumerate(self.commands)]
+                       + [(before, 1, k) for k, (before, _) in enumerate(self.actions)])
         try:
             previous: int | None = None
-            for before, epoch, value in self.commands:
-                write(max(before, written))
-                settle(previous)
-                sender.send(control, value, key=b"geops")
-                sender.flush()
+            for before, is_action, k in steps:
+                self.write(max(before, self.written))
+                self.settle(previous)
+                if is_action:
+                    self.actions[k][1](self)
+                    continue
+                _, epoch, value = self.commands[k]
+                self.sender.send(self.cfg.topic("control"), value, key=b"geops")
+                self.sender.flush()
                 previous = epoch
-            write(len(records))
-            settle(previous)
+            self.write(len(self.records))
+            self.settle(previous)
         finally:
-            sender.close()
-            watch.close()
+            self.sender.close()
+            self.watch.close()
             self.finished_at = time.time()
 
 
