@@ -25,7 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from geops.events import Fences, ObjectState, expire_state, run_objects
+from geops.events import (
+    EXPIRED,
+    KIND_NAMES,
+    EventColumns,
+    Fences,
+    ObjectState,
+    expire_state,
+    run_batch,
+)
 from schemas import codec
 from schemas.event_encoder import KINDS, encode_events
 
@@ -35,8 +43,9 @@ EVENT_COLUMNS = ("object_id", "subscription_id", "kind", "reason", "publication_
                  "event_time", "match_time", "batch_id")
 EVENTS_DDL = ("object_id string, subscription_id long, kind int, reason string, "
               "publication_id long, event_time long, match_time long, batch_id long")
-# an event's kind in the operator's output: its index in the DetectKind enum
-KIND_INDEX = {kind.lower(): k for k, kind in enumerate(KINDS)}
+# an event's kind in the operator's output: its index in the DetectKind enum, which is its
+# code in geops.events
+assert tuple(kind.lower() for kind in KINDS) == KIND_NAMES
 # a row of the operator's output that is no event: a bucket's count of the batch's positions
 # dropped as older than their object's last (in ``publication_id``), for the batch's log
 DROPPED = -1
@@ -101,23 +110,34 @@ class Held:
         return self._table
 
 
-def bucket_events(held: Held, records: list[dict], ttl_ms: int | None) -> list[tuple]:
-    """The event rows (``EVENT_COLUMNS``) of a bucket's ``ObjectPositions`` records, taken in
-    batch order: each one's fence change, its positions, then the objects its clock expires;
-    ``held`` is updated."""
-    rows: list[tuple] = []
+def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
+                  ) -> dict[str, np.ndarray]:
+    """The events (columns ``EVENT_COLUMNS``; a publication id of an expiry is of no meaning,
+    its reason says so) of a bucket's ``ObjectPositions`` records, taken in batch order: each
+    one's fence change, its positions, then the objects its clock expires; ``held`` is
+    updated."""
+    parts: list[tuple[EventColumns, dict]] = []
     for rec in sorted(records, key=lambda r: r["batch_id"]):
         held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"])
-        rows += _positions(held, rec, ttl_ms)
-        rows += _expire(held, rec, ttl_ms)
-    return rows
+        parts.append((_positions(held, rec, ttl_ms), rec))
+        parts.append((_expire(held, rec, ttl_ms), rec))
+    cols = EventColumns.concat([c for c, _ in parts])
+    return {"object_id": cols.object_id, "subscription_id": cols.subscription_id,
+            "kind": cols.kind.astype(np.int32),
+            "reason": np.where(cols.expired, EXPIRED, None).astype(object),
+            "publication_id": cols.publication_id, "expired": cols.expired,
+            "event_time": cols.event_time,
+            "match_time": np.concatenate([np.full(len(c), r["match_time"], np.int64)
+                                          for c, r in parts] or [np.empty(0, np.int64)]),
+            "batch_id": np.concatenate([np.full(len(c), r["batch_id"], np.int64)
+                                        for c, r in parts] or [np.empty(0, np.int64)])}
 
 
-def _positions(held: Held, rec: dict, ttl_ms: int | None) -> list[tuple]:
-    """The event rows of a record's positions (``geops.events.run_objects``)."""
+def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
+    """The events of a record's positions (``geops.events.run_batch``)."""
     n = len(rec["publication_ids"])
     if not n:
-        return []
+        return EventColumns.of(())
     fences = held.table()
     names = np.array(rec["object_ids"], object)
     pids = np.array(rec["publication_ids"], np.int64)
@@ -133,34 +153,26 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> list[tuple]:
     rank[order] = np.arange(n)
     hit_pos, hit_fence = rank[owner[known]], at[known]
     by = np.lexsort((hit_fence, hit_pos))
-    events, dropped = run_objects(held.objects, fences, ttl_ms, names[order], pids[order],
-                                  times[order], (hit_pos[by], hit_fence[by]))
+    events, dropped = run_batch(held.objects, fences, ttl_ms, names[order], pids[order],
+                                times[order], (hit_pos[by], hit_fence[by]))
     held.dropped += dropped
-    return _rows(events, rec)
+    return events
 
 
-def _expire(held: Held, rec: dict, ttl_ms: int | None) -> list[tuple]:
+def _expire(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     """The expiry exits of the bucket's objects unseen since before the stream's clock minus
     the TTL (``EventEngine.expire``: exact when event times across objects are ordered within
     the TTL); they are forgotten."""
     held.clock = max(held.clock, rec["clock"])
     if ttl_ms is None or not held.objects:
-        return []
+        return EventColumns.of(())
     events = []
     fences = held.table()
     for name in sorted(n for n, st in held.objects.items()
                        if st.last_ms + ttl_ms < held.clock):
         _, found = expire_state(held.objects.pop(name), name, fences, ttl_ms, held.clock)
         events += found
-    return _rows(events, rec)
-
-
-def _rows(events: list, rec: dict) -> list[tuple]:
-    """Event rows (``EVENT_COLUMNS``) of ``events``, with the match time and batch of the
-    record they came with."""
-    match_ms, batch = rec["match_time"], rec["batch_id"]
-    return [(e.object_id, e.subscription_id, KIND_INDEX[e.kind], e.reason, e.publication_id,
-             e.event_time, match_ms, batch) for e in events]
+    return EventColumns.of(events)
 
 
 def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
@@ -173,12 +185,19 @@ def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
     c = codec()
     records = [c.decode_as("ObjectPositions", v) for frame in frames
                for v in frame["value"].tolist()]
-    rows = bucket_events(held, records, ttl_ms)
+    cols = bucket_events(held, records, ttl_ms)
     state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
     if held.dropped > dropped:
-        rows.append(("", 0, DROPPED, None, held.dropped - dropped, 0, 0, 0))
-    if rows:  # an empty frame of strings fails PySpark's Arrow conversion
-        yield pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+        late = {"object_id": np.array([""], object), "kind": np.array([DROPPED], np.int32),
+                "reason": np.array([None], object), "expired": np.array([False]),
+                "publication_id": np.array([held.dropped - dropped], np.int64)}
+        cols = {k: np.concatenate([v, late.get(k, np.zeros(1, v.dtype))])
+                for k, v in cols.items()}
+    if len(cols["kind"]):  # an empty frame of strings fails PySpark's Arrow conversion
+        # an expiry has no publication: a null (pandas' nullable integers keep every id exact)
+        cols["publication_id"] = pd.arrays.IntegerArray(cols["publication_id"],
+                                                       cols.pop("expired"))
+        yield pd.DataFrame({name: cols[name] for name in EVENT_COLUMNS})
 
 
 def events_frame(spark: Any, options: Mapping[str, str], app_id: str, ttl_ms: int | None

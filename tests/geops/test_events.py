@@ -19,6 +19,8 @@ from geops.events import (
     ObjectState,
     build_fences,
     expire_state,
+    run_batch,
+    run_objects,
     step,
 )
 from geops.fences import GEOD
@@ -328,6 +330,55 @@ def test_the_engine_equals_a_brute_force_loop_on_a_random_workload(seed, ttl):
     kinds = {ev[2] for ev in total}
     assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE}   # the workload exercises every kind
     assert e.dropped > 0
+
+
+@pytest.mark.parametrize("seed,ttl", [(1, None), (2, 40), (3, 15), (5, 5)])
+def test_the_batch_at_once_equals_the_step_per_object(seed, ttl):
+    """``run_batch`` (NumPy over the whole batch, the stream's) gives ``run_objects``' events,
+    in the same order, the same states and the same count dropped, while fences come and go
+    (states that name removed fences), with late positions, equal times and TTL gaps."""
+    rng = np.random.default_rng(seed)
+    fences = _random_fences(rng, range(1, 41))
+    objects = [f"obj-{k}" for k in range(12)]
+    pos = {o: rng.uniform(0, 100, 2) for o in objects}
+    clock = {o: 0 for o in objects}
+    by_step: dict[str, ObjectState] = {}
+    at_once: dict[str, ObjectState] = {}
+    e = EventEngine(ttl)
+    kinds, dropped, pid = set(), 0, 0
+    for _ in range(25):
+        if rng.random() < 0.5:
+            for sid in rng.choice(list(fences), 3, replace=False).tolist():
+                del fences[sid]
+            fences.update(_random_fences(rng, rng.integers(1, 50, 3).tolist()))
+        ids = sorted(fences)
+        e.set_fences(np.array(ids, np.int64), np.array([fences[s][0] for s in ids], object),
+                     np.array([fences[s][1] for s in ids]))
+        n = int(rng.integers(0, 40))
+        names, pids, times, geoms = [], [], [], []
+        for _ in range(n):
+            o = objects[int(rng.integers(len(objects)))]
+            pos[o] = np.clip(pos[o] + rng.normal(0, 6, 2), 0, 100)
+            clock[o] += int(rng.integers(0, 20))
+            pid += 1
+            names.append(o)
+            pids.append(pid)
+            times.append(clock[o] - (int(rng.integers(1, 30)) if rng.random() < 0.15 else 0))
+            geoms.append(shapely.Point(*pos[o]))
+        names_a = np.array(names, object)
+        order = np.lexsort((np.array(pids, np.int64), np.array(times, np.int64),
+                            np.unique(names_a, return_inverse=True)[1] if n else names_a))
+        names_a = names_a[order]
+        pids_a, times_a = np.array(pids, np.int64)[order], np.array(times, np.int64)[order]
+        hits = e.fences.hits(np.array(geoms, object)[order])
+        want, want_dropped = run_objects(by_step, e.fences, ttl, names_a, pids_a, times_a, hits)
+        got, got_dropped = run_batch(at_once, e.fences, ttl, names_a, pids_a, times_a, hits)
+        assert got.events() == want and got_dropped == want_dropped
+        assert at_once == by_step
+        kinds |= {ev.kind for ev in want} | ({EXPIRED} if any(ev.reason for ev in want) else set())
+        dropped += want_dropped
+    assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE} | ({EXPIRED} if ttl and ttl < 20 else set())
+    assert dropped > 0
 
 
 def test_a_position_without_an_object_is_refused():
