@@ -54,26 +54,49 @@ STATE_DDL = "held binary"
 
 class Held:
     """What a bucket keeps from batch to batch: the fences (id -> ``DetectKind`` mask, and
-    the table ``geops.events`` takes, pickled as its arrays) and its objects' states; pickled
-    into the state store."""
+    the table ``geops.events`` takes) and its objects' states; pickled into the state store
+    once a batch, so in its most compact form: the table as the gaps between its sorted ids
+    (a byte each where they are dense) and its masks, each object's state a plain tuple."""
 
     def __init__(self, fences: dict[int, int] | None = None,
                  objects: dict[str, ObjectState] | None = None, dropped: int = 0,
                  clock: int = 0):
-        self.fences = dict(fences or {})
+        self._fences: dict[int, int] | None = dict(fences or {})
         self.objects = dict(objects or {})
         self.dropped = dropped  # positions older than their object's last, since it began
         self.clock = clock  # the latest event time the stream has seen (ObjectPositions)
         self._table: Fences | None = None
 
+    @property
+    def fences(self) -> dict[int, int]:
+        """Fence id -> ``DetectKind`` mask (built from the table when only that is held)."""
+        if self._fences is None:
+            table = self.table()
+            self._fences = dict(zip(table.ids.tolist(), table.detect.tolist(), strict=True))
+        return self._fences
+
     def __getstate__(self) -> dict:
-        table = self.table()  # its arrays: cheaper to load than to build from the dict
-        return {"fences": self.fences, "objects": self.objects, "dropped": self.dropped,
-                "clock": self.clock, "table": (table.ids, table.detect)}
+        table = self.table()
+        gaps = np.diff(table.ids)
+        top = int(gaps.max()) if len(gaps) else 0
+        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64)
+                     if top <= np.iinfo(t).max)
+        return {"first": int(table.ids[0]) if len(table.ids) else 0,
+                "gaps": gaps.astype(small), "detect": table.detect,
+                "objects": {name: tuple(st) for name, st in self.objects.items()},
+                "dropped": self.dropped, "clock": self.clock}
 
     def __setstate__(self, state: dict) -> None:
-        ids, detect = state.pop("table")
-        self.__init__(**state)
+        # the objects' states stay plain tuples: ``run_batch`` reads them by index, and
+        # making each an ObjectState would cost most of the load
+        self.__init__(objects=state["objects"], dropped=state["dropped"], clock=state["clock"])
+        if "table" in state:  # as the state was pickled before it was compacted
+            ids, detect = state["table"]
+        else:
+            ids = np.cumsum(np.append(state["first"], state["gaps"].astype(np.int64)))
+            ids = ids[:len(state["detect"])]
+            detect = state["detect"]
+        self._fences = None
         self._table = Fences(ids, np.full(len(ids), None, object), detect)
 
     def change_fences(self, complete: bool, ids: list[int], masks: list[int]) -> None:
@@ -83,7 +106,7 @@ class Held:
             return
         before = set(self.fences)
         if complete:
-            self.fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
+            self._fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
         else:
             for i, m in zip(ids, masks, strict=True):
                 if m:
@@ -93,12 +116,11 @@ class Held:
         self._table = None
         removed = before - set(self.fences)
         if removed:
-            for name, state in list(self.objects.items()):
-                if removed.intersection(state.fence_ids):
-                    keep = [k for k, i in enumerate(state.fence_ids) if i not in removed]
-                    self.objects[name] = ObjectState(
-                        state.last_ms, tuple(state.fence_ids[k] for k in keep),
-                        tuple(state.fence_since[k] for k in keep))
+            for name, (last, fence_ids, since) in list(self.objects.items()):
+                if removed.intersection(fence_ids):
+                    keep = [k for k, i in enumerate(fence_ids) if i not in removed]
+                    self.objects[name] = ObjectState(last, tuple(fence_ids[k] for k in keep),
+                                                     tuple(since[k] for k in keep))
 
     def table(self) -> Fences:
         """The fences as ``geops.events`` takes them (no shapes: the hits come with the
@@ -168,8 +190,7 @@ def _expire(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
         return EventColumns.of(())
     events = []
     fences = held.table()
-    for name in sorted(n for n, st in held.objects.items()
-                       if st.last_ms + ttl_ms < held.clock):
+    for name in sorted(n for n, st in held.objects.items() if st[0] + ttl_ms < held.clock):
         _, found = expire_state(held.objects.pop(name), name, fences, ttl_ms, held.clock)
         events += found
     return EventColumns.of(events)

@@ -28,11 +28,13 @@ watermark is one clock for all objects, so expiry by it is exact only when event
 objects are ordered within the TTL (a watermark ahead of an object's own clock could expire it
 before a position of it that is still on its way).
 
-The per-object step is a pure function of (state, that object's positions, fences) →
-(new state, events, dropped), and the state a small tuple (``ObjectState``), so a stateful
-stream operator keyed by object id can run the same code per key; ``EventEngine`` holds the
-states of every object and the fences for the offline matcher (``geops match --events``).
-The geometry tests of a batch are one vectorised STRtree query.
+The per-object step (``step``) is a pure function of (state, that object's positions, fences)
+→ (new state, events, dropped), and the state a small tuple (``ObjectState``);
+``EventEngine`` holds the states of every object and the fences for the offline matcher
+(``geops match --events``) and runs the step. ``run_batch`` computes the same for a whole
+batch of many objects at once with NumPy set operations, for the stream's operator, where a
+Python step per position cost most of an event. The geometry tests of a batch are one
+vectorised STRtree query.
 """
 
 from __future__ import annotations
@@ -433,14 +435,16 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     first[1:] = names[1:] != names[:-1]
     obj = np.cumsum(first) - 1                      # each position's object
     objects = names[first]
+    # a held state may be a plain (last_ms, fence_ids, fence_since) tuple, as a state store
+    # gives it back: read by index
     held = [states.get(name) for name in objects.tolist()]
     has_held = np.array([s is not None for s in held], bool)
-    held_last = np.array([s.last_ms if s is not None else 0 for s in held], np.int64)
+    held_last = np.array([s[0] if s is not None else 0 for s in held], np.int64)
     accepted = ~has_held[obj] | (times >= held_last[obj])
     acc = np.flatnonzero(accepted)
     m = len(acc)
     for o in np.setdiff1d(np.arange(len(objects)), obj[acc]).tolist():  # all dropped:
-        state = held[o]                                  # fences gone since are forgotten
+        state = ObjectState.of(held[o])                  # fences gone since are forgotten
         states[objects[o]] = ObjectState(state.last_ms, *_pairs(fences, fences.indices(state)))
     if m == 0:
         return EventColumns.of(()), n
@@ -509,14 +513,13 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     return columns, n - m
 
 
-def _held_keys(states: list[ObjectState], rows: np.ndarray, fences: Fences) -> np.ndarray:
-    """The (row, fence index) keys of the fences each state is in that still exist as the
-    same instance (``Fences.indices`` for many states at once)."""
-    counts = np.fromiter((len(s.fence_ids) for s in states), np.int64, len(states))
-    ids = np.fromiter(chain.from_iterable(s.fence_ids for s in states), np.int64,
-                      int(counts.sum()))
-    since = np.fromiter(chain.from_iterable(s.fence_since for s in states), np.int64,
-                        len(ids))
+def _held_keys(states: list[Sequence], rows: np.ndarray, fences: Fences) -> np.ndarray:
+    """The (row, fence index) keys of the fences each state (an ``ObjectState`` or a plain
+    tuple of its fields) is in that still exist as the same instance (``Fences.indices`` for
+    many states at once)."""
+    counts = np.fromiter((len(s[1]) for s in states), np.int64, len(states))
+    ids = np.fromiter(chain.from_iterable(s[1] for s in states), np.int64, int(counts.sum()))
+    since = np.fromiter(chain.from_iterable(s[2] for s in states), np.int64, len(ids))
     if not len(ids):
         return np.empty(0, np.int64)
     at = np.minimum(np.searchsorted(fences.ids, ids), len(fences) - 1)

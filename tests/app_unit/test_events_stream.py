@@ -7,6 +7,7 @@ and objects that go silent past the TTL."""
 
 from __future__ import annotations
 
+import pickle
 from collections import defaultdict
 
 import numpy as np
@@ -16,7 +17,7 @@ import shapely
 from app.events_out import BUCKETS, FenceTable, bucket_key, bucket_records, position_hits
 from app.events_query import EVENT_COLUMNS, Held, bucket_events
 from app.task_records import Positions
-from geops.events import EventEngine, Fences
+from geops.events import EventEngine, Fences, ObjectState
 from schemas import codec
 from schemas.event_encoder import KINDS
 
@@ -99,6 +100,7 @@ def test_the_stream_gives_the_offline_engines_events(seed):
             by_bucket[rec["bucket"]].append(c.decode_as("ObjectPositions",
                                                         c.encode("ObjectPositions", rec)))
         for b, recs in by_bucket.items():
+            held[b] = pickle.loads(pickle.dumps(held[b]))  # as the state store keeps it
             for row in rows(bucket_events(held[b], recs, 5_000)):
                 kind = KINDS[row[2]].lower()
                 got[row[0]].append((row[0], row[1], kind, row[4], row[5], row[3]))
@@ -145,6 +147,23 @@ def test_positions_without_a_match_have_no_fences():
     records = bucket_records("x", 0, 0, hits, FenceTable(np.array([1]), np.array([1])), 2)
     assert len(records) == BUCKETS  # the first batch tells every bucket the fences
     assert sum(len(r["object_ids"]) for _, r in records) == 2
+
+
+def test_the_held_state_pickles_compactly_and_reads_the_earlier_form():
+    held = Held(fences={7: 3, 9: 1, 1_000_000: 4},
+                objects={"a": ObjectState(5, (7, 9), (0, 0)), "b": ObjectState(6)})
+    again = pickle.loads(pickle.dumps(held))
+    assert again.fences == held.fences and again.objects == held.objects
+    assert again.table().ids.tolist() == [7, 9, 1_000_000]
+    state = held.__getstate__()
+    assert state["gaps"].dtype == np.uint32 and state["objects"]["a"] == (5, (7, 9), (0, 0))
+    earlier = {"fences": held.fences, "objects": held.objects, "dropped": 2, "clock": 8,
+               "table": (np.array([7, 9, 1_000_000]), np.array([3, 1, 4], np.uint8))}
+    old = Held.__new__(Held)
+    old.__setstate__(earlier)
+    assert old.fences == held.fences and old.dropped == 2 and old.clock == 8
+    assert Held().__getstate__()["gaps"].tolist() == []
+    assert pickle.loads(pickle.dumps(Held())).table().ids.tolist() == []
 
 
 def test_fences_need_no_shapes_in_the_stream():
