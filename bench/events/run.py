@@ -180,7 +180,7 @@ def state_per_object(workload) -> dict:
                                                in zip(names, buckets, strict=True) if k == b}),
                                  protocol=pickle.HIGHEST_PROTOCOL))
                 for b in np.unique(buckets).tolist())
-    table = len(pickle.dumps(fences, protocol=pickle.HIGHEST_PROTOCOL))
+    table = len(pickle.dumps(Held(fences), protocol=pickle.HIGHEST_PROTOCOL))  # no objects
     in_fences = sum(len(st.fence_ids) for st in engine.states.values())
     return {"objects": len(names), "fences": len(fences), "state_bytes": total,
             "fence_table_bytes_per_bucket": table,
