@@ -284,6 +284,18 @@ def _random_fences(rng: np.random.Generator, ids: range) -> dict[int, tuple]:
     return out
 
 
+def _change_fences(rng: np.random.Generator, fences: dict[int, tuple], e: EventEngine) -> None:
+    """Between batches, half the time: some fences removed, some added (ids reused), some
+    moved; the engine takes the set."""
+    if rng.random() < 0.5:
+        for sid in rng.choice(list(fences), 3, replace=False).tolist():
+            del fences[sid]
+        fences.update(_random_fences(rng, rng.integers(1, 50, 3).tolist()))
+    ids = sorted(fences)
+    e.set_fences(np.array(ids, np.int64), np.array([fences[s][0] for s in ids], object),
+                 np.array([fences[s][1] for s in ids]))
+
+
 @pytest.mark.parametrize("seed,ttl", [(1, None), (2, 40), (3, 15), (4, 200)])
 def test_the_engine_equals_a_brute_force_loop_on_a_random_workload(seed, ttl):
     rng = np.random.default_rng(seed)
@@ -295,14 +307,7 @@ def test_the_engine_equals_a_brute_force_loop_on_a_random_workload(seed, ttl):
     pid = 0
     total = []
     for _ in range(25):
-        # fences change between batches: some removed, some added (ids reused), some moved
-        if rng.random() < 0.5:
-            for sid in rng.choice(list(fences), 3, replace=False).tolist():
-                del fences[sid]
-            fences.update(_random_fences(rng, rng.integers(1, 50, 3).tolist()))
-        ids = sorted(fences)
-        e.set_fences(np.array(ids, np.int64), np.array([fences[s][0] for s in ids], object),
-                     np.array([fences[s][1] for s in ids]))
+        _change_fences(rng, fences, e)
         ref.set_fences(dict(fences))
         batch = []
         for _ in range(int(rng.integers(5, 40))):
@@ -347,13 +352,7 @@ def test_the_batch_at_once_equals_the_step_per_object(seed, ttl):
     e = EventEngine(ttl)
     kinds, dropped, pid = set(), 0, 0
     for _ in range(25):
-        if rng.random() < 0.5:
-            for sid in rng.choice(list(fences), 3, replace=False).tolist():
-                del fences[sid]
-            fences.update(_random_fences(rng, rng.integers(1, 50, 3).tolist()))
-        ids = sorted(fences)
-        e.set_fences(np.array(ids, np.int64), np.array([fences[s][0] for s in ids], object),
-                     np.array([fences[s][1] for s in ids]))
+        _change_fences(rng, fences, e)
         n = int(rng.integers(0, 40))
         names, pids, times, geoms = [], [], [], []
         for _ in range(n):
