@@ -425,7 +425,7 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     operations over (position, fence) pairs instead of a Python step per position. Positions
     sorted by object id, then event time, then publication id; ``hits`` sorted by position then
     fence. A stream's operator pays this per event (an object in a dozen fences that ask for
-    ``inside`` gives a dozen events a position), where ``step`` costs ~18 us an event."""
+    ``inside`` gives a dozen events a position): a third of what ``step`` costs there."""
     n, nf = len(names), len(fences)
     times = np.asarray(event_times, np.int64)
     pids = np.asarray(publication_ids, np.int64)
@@ -476,27 +476,7 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     prev_r = prev // nf
     expiring = prev[gap[prev_r]]                     # the state an expiry forgets
     prev = prev[~gap[prev_r]]
-    asks = fences.asking
-    parts = []                                       # (key, phase, kind code)
-
-    def add(keys: np.ndarray, kind: str, phase: int = 1) -> None:
-        keys = keys[asks[kind][keys % nf]]
-        parts.append((keys, np.full(len(keys), phase, np.int8),
-                      np.full(len(keys), KIND_NAMES.index(kind), np.int8)))
-
-    add(np.setdiff1d(now, prev, assume_unique=True), ENTER)
-    add(np.setdiff1d(prev, now, assume_unique=True), EXIT)
-    add(np.intersect1d(now, prev, assume_unique=True), INSIDE)
-    add(expiring, EXIT, phase=0)
-    outside = np.flatnonzero(asks[OUTSIDE])
-    if len(outside):
-        every = (np.arange(m)[:, None] * nf + outside[None, :]).ravel()
-        add(np.setdiff1d(every, np.union1d(now, prev)), OUTSIDE)
-    keys = np.concatenate([p[0] for p in parts])
-    phase = np.concatenate([p[1] for p in parts])
-    kind = np.concatenate([p[2] for p in parts])
-    order = np.lexsort((keys % nf, phase, keys // nf))
-    keys, phase, kind = keys[order], phase[order], kind[order]
+    keys, phase, kind = _event_keys(now, prev, expiring, fences, m)
     r, f = keys // nf, keys % nf
     expired = phase == 0
     at = acc[r]
@@ -511,6 +491,36 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
         lo, hi = ends[k], ends[len(last) + k]
         states[name] = ObjectState(t, tuple(in_ids[lo:hi]), tuple(in_since[lo:hi]))
     return columns, n - m
+
+
+def _event_keys(now: np.ndarray, prev: np.ndarray, expiring: np.ndarray, fences: Fences,
+                positions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The events of a batch as (position * fences + fence) keys, each with its phase (0:
+    an expiry before the position, 1: the position's own) and kind code, in order: by
+    position, phase, then fence. ``now``: the keys of the fences each position is in;
+    ``prev``: of those its previous position was in; ``expiring``: of those an expiry before
+    it forgets (sorted, unique)."""
+    nf, asks = len(fences), fences.asking
+    parts = []
+
+    def add(keys: np.ndarray, kind: str, phase: int = 1) -> None:
+        keys = keys[asks[kind][keys % nf]]
+        parts.append((keys, np.full(len(keys), phase, np.int8),
+                      np.full(len(keys), KIND_NAMES.index(kind), np.int8)))
+
+    add(np.setdiff1d(now, prev, assume_unique=True), ENTER)
+    add(np.setdiff1d(prev, now, assume_unique=True), EXIT)
+    add(np.intersect1d(now, prev, assume_unique=True), INSIDE)
+    add(expiring, EXIT, phase=0)
+    outside = np.flatnonzero(asks[OUTSIDE])
+    if len(outside):
+        every = (np.arange(positions)[:, None] * nf + outside[None, :]).ravel()
+        add(np.setdiff1d(every, np.union1d(now, prev)), OUTSIDE)
+    keys = np.concatenate([p[0] for p in parts])
+    phase = np.concatenate([p[1] for p in parts])
+    kind = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((keys % nf, phase, keys // nf))
+    return keys[order], phase[order], kind[order]
 
 
 def _held_keys(states: list[Sequence], rows: np.ndarray, fences: Fences) -> np.ndarray:
