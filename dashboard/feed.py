@@ -182,14 +182,17 @@ class Feed:
                  len(timed))
 
     def _events_ends(self, probe: EndOffsets) -> dict[int, int] | None:
-        """The events topic's end offsets, or None when it does not exist (an app without
-        moving objects may run without it; the dashboard then has no events series)."""
+        """The events topic's end offsets, or None when it cannot be read: it does not exist
+        (an app without moving objects may run without it) or this principal may not read it
+        (ACLs set before the topic was); the dashboard then has no events series."""
         try:
             probe.partitions(self.topics.events)
+            return probe(self.topics.events)
         except TopicMissing:
             log.info("topic %s does not exist: no events series", self.topics.events)
-            return None
-        return probe(self.topics.events)
+        except KafkaUnavailable as exc:  # the required topics answered: not an outage
+            log.warning("no events series: %s", exc)
+        return None
 
     def _starts(self, ends: Mapping[str, Mapping[int, int]], since_ms: int
                 ) -> dict[str, dict[int, int]]:

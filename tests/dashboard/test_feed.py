@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 import shapely
 
-from config import Config
+from config import TOPICS, Config
 from dashboard.feed import LAYOUT_CHUNK, Feed
 from dashboard.state import View
 from kafkaio.clients import producer
@@ -177,6 +177,19 @@ def test_the_newest_layout_is_found_further_back_chunk_by_chunk(kafka_cfg):
     ((_, _, _, first),) = feed._older_layout({0: 1})  # only the first record before
     assert (first["partitions"], first["time"]) == (2, 1)
     assert feed._older_layout({0: 0}) == []
+
+
+def test_without_the_events_topic_there_is_no_events_series(kafka_cfg):
+    create_topics(kafka_cfg, [t for t in TOPICS if t != "events"])
+    w = Writer(kafka_cfg)
+    w.send("metrics", *with_app(summary(0, 0, records=10)))
+    w.flush()
+    view = View(APP, period_s=0.5)
+    with following(kafka_cfg, view) as published:
+        wait_for(lambda: len(published) >= 3)
+        assert view.problem is None and view.rows
+        assert all(r.events is None for r in view.rows)
+        assert view.latest()["events_per_s"] is None
 
 
 def test_unreachable_kafka_is_a_problem_retried(kafka_cfg):
