@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from itertools import chain
 from typing import NamedTuple
@@ -163,12 +163,17 @@ class Fences:
 
     def indices(self, state: ObjectState) -> np.ndarray:
         """The fences of ``state`` that still exist as the same instance, as indices."""
-        if not state.fence_ids or not len(self):
-            return np.empty(0, np.intp)
-        ids = np.asarray(state.fence_ids, np.int64)
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self) - 1)
-        same = (self.ids[at] == ids) & (self.since[at] == np.asarray(state.fence_since))
+        at, same = self.locate(np.asarray(state.fence_ids, np.int64),
+                               np.asarray(state.fence_since, np.int64))
         return at[same]
+
+    def locate(self, ids: np.ndarray, since: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index, still there) of fence ids with their instance numbers: still there where
+        that id exists as the same instance (the index is of no meaning elsewhere)."""
+        if not len(ids) or not len(self):
+            return np.zeros(len(ids), np.intp), np.zeros(len(ids), bool)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self) - 1)
+        return at, (self.ids[at] == ids) & (self.since[at] == since)
 
 
 def build_fences(ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray,
@@ -405,9 +410,7 @@ class EventColumns:
     def concat(cls, parts: Sequence[EventColumns]) -> EventColumns:
         if not parts:
             return cls.of(())
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                     ("object_id", "subscription_id", "kind", "publication_id", "event_time",
-                      "expired")))
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
     def events(self) -> list[Event]:
         """The events as ``Event`` tuples."""
@@ -530,8 +533,5 @@ def _held_keys(states: list[Sequence], rows: np.ndarray, fences: Fences) -> np.n
     counts = np.fromiter((len(s[1]) for s in states), np.int64, len(states))
     ids = np.fromiter(chain.from_iterable(s[1] for s in states), np.int64, int(counts.sum()))
     since = np.fromiter(chain.from_iterable(s[2] for s in states), np.int64, len(ids))
-    if not len(ids):
-        return np.empty(0, np.int64)
-    at = np.minimum(np.searchsorted(fences.ids, ids), len(fences) - 1)
-    same = (fences.ids[at] == ids) & (fences.since[at] == since)
+    at, same = fences.locate(ids, since)
     return (np.repeat(np.asarray(rows, np.int64), counts) * len(fences) + at)[same]
