@@ -454,8 +454,7 @@ class BatchRunner:
         values = encode_matches(pub_ids, offsets, sub_ids, pub_times, match_ms, batch_id,
                                 self.app_id)
         out = self.output.open(batch_id)
-        for pid, value in zip(pub_ids.tolist(), values, strict=True):
-            out.send(matches, value, key=str(pid).encode())
+        out.send_many(matches, values, [str(pid).encode() for pid in pub_ids.tolist()])
         # (the whole table waits for the first positions: an object's state changes only at
         # its positions)
         fences = self.fences if self.fences is not None and (

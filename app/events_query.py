@@ -264,9 +264,7 @@ class EventsWriter:
                 col["reason"].to_pylist(), col["publication_id"].to_pylist(),
                 col["event_time"].to_numpy(), col["match_time"].to_numpy(),
                 col["batch_id"].to_numpy())
-            for k, (obj, value) in enumerate(zip(objects, values, strict=True), 1):
-                out.send(self.topic, value, key=obj.encode(),
-                         headers=headers if k == n else None)
+            out.send_many(self.topic, values, [obj.encode() for obj in objects], headers)
         self.output.finish(batch_id)
         if dropped:
             log.info("events batch %d: positions older than their object's last, dropped: %d",

@@ -1,4 +1,4 @@
-"""Producing records without losing any silently: delivery reports are counted and checked."""
+"""Producing records without losing any silently: failed deliveries are counted and checked."""
 
 from __future__ import annotations
 
@@ -14,14 +14,21 @@ from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage
 from schemas import codec
 from schemas.records import MISSING_TIME
 
+# librdkafka's default bound of the local queue (``queue.buffering.max.messages``)
+QUEUE_MESSAGES = 100_000
+# records handed to librdkafka in one call by ``Sender.send_many``
+CHUNK = 10_000
+
 
 class Sender:
-    """A producer that counts deliveries, can cap the rate, and fails loudly on loss.
+    """A producer that counts failed deliveries, can cap the rate, and fails loudly on loss.
 
     ``flush()`` waits for every outstanding record and raises ``KafkaUnavailable`` if any record
     could not be delivered, so a caller that flushes before acknowledging its input is
     at-least-once. A broker that stops answering is waited for up to ``outage_limit``: records
     stay queued (librdkafka retries them) and ``flush`` raises ``KafkaOutage`` only past it.
+    librdkafka reports failed deliveries only (``delivery.report.only.error``): a report per
+    delivered record, a Python call each, cost more than queueing it.
     """
 
     def __init__(self, client_conf: Mapping[str, str], rate: float | None = None,
@@ -36,18 +43,19 @@ class Sender:
         # out of flush() while it serves the delivery callbacks, and a callback that runs in
         # the same call can clear the exception (a SystemError with no cause).
         extra.setdefault("error_cb", self._on_error)
+        extra.setdefault("delivery.report.only.error", True)
+        self._queue_max = int({**client_conf, **extra}.get("queue.buffering.max.messages",
+                                                          QUEUE_MESSAGES))
         self._producer: Producer = producer(client_conf, **extra)
         self._outage = Outage(str(client_conf.get("bootstrap.servers", "?")), outage_limit)
         self.rate = rate
         self.sent = 0
-        self.delivered = 0
         self.failed = 0
         self.first_error: str | None = None
         self._t0 = time.monotonic()
 
     def _report(self, err: KafkaError | None, msg: Any) -> None:
         if err is None:
-            self.delivered += 1
             return
         self.failed += 1
         if self.first_error is None:
@@ -76,16 +84,62 @@ class Sender:
                 self._producer.produce(topic, **kwargs)
                 break
             except BufferError:  # the local queue is full: wait for deliveries
-                before = self.delivered + self.failed
-                self._producer.poll(0.05)
-                if self.delivered + self.failed > before:
-                    self._outage.ok()
-                else:
-                    self._outage.failed(f"queueing records for {topic}", sleep=False)
+                self._wait_for_room(topic)
         self.sent += 1
         self._topic = topic
         if self.sent % 1000 == 0:
             self._producer.poll(0)
+
+    def send_many(self, topic: str, values: Sequence[bytes], keys: Sequence[bytes],
+                  headers: list | None = None) -> None:
+        """Queue records in order, ``headers`` on the last one; what ``send`` does for each,
+        a chunk of records a call (``produce_batch``) where no rate is capped."""
+        n = len(values)
+        if self.rate or n < 2:
+            for k, (value, key) in enumerate(zip(values, keys, strict=True), 1):
+                self.send(topic, value, key=key, headers=headers if k == n else None)
+            return
+        at = 0
+        while at < n - 1:
+            room = self._queue_max - len(self._producer)
+            size = min(CHUNK, n - 1 - at, max(self._queue_max // 2, 1))
+            if room < size:
+                self._wait_for_room(topic)
+                continue
+            end = at + size
+            chunk = [{"value": v, "key": k} for v, k in zip(values[at:end], keys[at:end],
+                                                           strict=True)]
+            self._producer.produce_batch(topic, chunk, on_delivery=self._report)
+            for message in chunk:  # refused before queueing: never in a report
+                if "_error" in message:
+                    self._refused(topic, message)
+            self.sent += end - at
+            self._topic = topic
+            self._producer.poll(0)
+            at = end
+        self.send(topic, values[-1], key=keys[-1], headers=headers)
+
+    def _refused(self, topic: str, message: dict) -> None:
+        """A record ``produce_batch`` did not queue: queued again when the local queue was full
+        (the room was checked, so only records of hundreds of kilobytes fill it, and a later
+        record of the chunk may then go first), else failed."""
+        err = message["_error"]
+        if err.code() == KafkaError._QUEUE_FULL:
+            self.send(topic, message["value"], key=message["key"])
+            self.sent -= 1  # counted with its chunk
+            return
+        self.failed += 1
+        self.first_error = self.first_error or err.str()
+
+    def _wait_for_room(self, topic: str) -> None:
+        """Serve deliveries while the local queue is full; past the outage limit with none
+        delivered, ``KafkaOutage``."""
+        before = len(self._producer)
+        self._producer.poll(0.05)
+        if len(self._producer) < before:
+            self._outage.ok()
+        else:
+            self._outage.failed(f"queueing records for {topic}", sleep=False)
 
     def poll(self, timeout: float = 0.0) -> None:
         self._producer.poll(timeout)
@@ -99,8 +153,8 @@ class Sender:
         outage = self._outage
         if timeout is not None:
             outage = Outage(outage.servers, timeout)
+        before = len(self._producer)
         while True:
-            before = self.delivered + self.failed
             try:
                 left = self._producer.flush(1.0)
             except (KafkaException, SystemError) as exc:
@@ -108,7 +162,8 @@ class Sender:
                 break
             if not left or self._fatal is not None:
                 break
-            if self.delivered + self.failed > before:
+            if left < before:
+                before = left
                 outage.ok()
                 continue
             try:
@@ -120,7 +175,7 @@ class Sender:
             self.first_error = (denied(self._fatal, self._conf, "WRITE",
                                        f"topic '{self._topic}'") or self._fatal.str())
         if self.failed or self._fatal is not None:
-            raise KafkaUnavailable(f"{self.sent - self.delivered} of {self.sent} records were "
+            raise KafkaUnavailable(f"{self.failed or 'some'} of {self.sent} records were "
                                    f"not delivered: {self.first_error}")
 
     def close(self, timeout: float | None = None) -> None:

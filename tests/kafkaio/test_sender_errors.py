@@ -38,6 +38,9 @@ class _Raising:
     def flush(self, timeout: float) -> int:
         raise self.exc
 
+    def __len__(self) -> int:
+        return 1
+
 
 def test_a_systemerror_without_cause_is_the_fatal_error_the_callback_saw():
     sender = Sender(CONF, outage_limit=5)
