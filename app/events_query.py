@@ -35,20 +35,22 @@ from geops.events import (
     run_batch,
 )
 from schemas import codec
-from schemas.event_encoder import KINDS, encode_events
+from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
 
 log = logging.getLogger("geops.app.events")
 
 EVENT_COLUMNS = ("object_id", "subscription_id", "kind", "reason", "publication_id",
                  "event_time", "match_time", "batch_id")
-EVENTS_DDL = ("object_id string, subscription_id long, kind int, reason string, "
-              "publication_id long, event_time long, match_time long, batch_id long")
+# the operator's output: a row per bucket and batch, its events encoded and packed
+# (``schemas.event_encoder.Packed``) with their keys (object ids), and its count of positions
+# dropped as older than their object's last, for the batch's log. A row per event cost Spark
+# more than the operator's work: pandas to Arrow, Arrow to the JVM's rows and back to the
+# driver, eight columns each.
+OUTPUT_DDL = ("keys binary, key_ends binary, events binary, event_ends binary, "
+              "dropped long")
 # an event's kind in the operator's output: its index in the DetectKind enum, which is its
 # code in geops.events
 assert tuple(kind.lower() for kind in KINDS) == KIND_NAMES
-# a row of the operator's output that is no event: a bucket's count of the batch's positions
-# dropped as older than their object's last (in ``publication_id``), for the batch's log
-DROPPED = -1
 STATE_DDL = "held binary"
 
 
@@ -208,17 +210,14 @@ def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
                for v in frame["value"].tolist()]
     cols = bucket_events(held, records, ttl_ms)
     state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
-    if held.dropped > dropped:
-        late = {"object_id": np.array([""], object), "kind": np.array([DROPPED], np.int32),
-                "reason": np.array([None], object), "expired": np.array([False]),
-                "publication_id": np.array([held.dropped - dropped], np.int64)}
-        cols = {k: np.concatenate([v, late.get(k, np.zeros(1, v.dtype))])
-                for k, v in cols.items()}
-    if len(cols["kind"]):  # an empty frame of strings fails PySpark's Arrow conversion
-        # an expiry has no publication: a null (pandas' nullable integers keep every id exact)
-        cols["publication_id"] = pd.arrays.IntegerArray(cols["publication_id"],
-                                                       cols.pop("expired"))
-        yield pd.DataFrame({name: cols[name] for name in EVENT_COLUMNS})
+    if len(cols["kind"]) or held.dropped > dropped:
+        keys = pack_strings(cols["object_id"].tolist())
+        events = encode_events(cols["object_id"], cols["subscription_id"], cols["kind"],
+                               cols["reason"], ~cols["expired"], cols["publication_id"],
+                               cols["event_time"], cols["match_time"], cols["batch_id"])
+        yield pd.DataFrame({"keys": [keys.data], "key_ends": [keys.ends_bytes()],
+                            "events": [events.data], "event_ends": [events.ends_bytes()],
+                            "dropped": [held.dropped - dropped]})
 
 
 def events_frame(spark: Any, options: Mapping[str, str], app_id: str, ttl_ms: int | None
@@ -231,7 +230,7 @@ def events_frame(spark: Any, options: Mapping[str, str], app_id: str, ttl_ms: in
     mine = raw.where(F.col("key").cast("string").startswith(f"{app_id}/"))
     return (mine.select(F.col("key").cast("string").alias("bucket"), "value")
             .groupBy("bucket")
-            .applyInPandasWithState(partial(_operator, ttl_ms), EVENTS_DDL, STATE_DDL,
+            .applyInPandasWithState(partial(_operator, ttl_ms), OUTPUT_DDL, STATE_DDL,
                                     "Append", "NoTimeout"))
 
 
@@ -249,22 +248,17 @@ class EventsWriter:
             return
         import pyarrow.compute as pc
 
-        table = df.toArrow()  # columns, not a Row per event
-        late = pc.equal(table.column("kind"), DROPPED)
-        dropped = pc.sum(table.column("publication_id").filter(late)).as_py() or 0
-        table = table.filter(pc.invert(late))
-        n = table.num_rows
+        table = df.toArrow()  # a row per bucket
+        dropped = pc.sum(table.column("dropped")).as_py() or 0
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for row in table.to_pylist():
+            keys += Packed.of(row["keys"], row["key_ends"]).split()
+            values += Packed.of(row["events"], row["event_ends"]).split()
+        n = len(values)
         out = self.output.open(batch_id)
-        headers = self.output.headers(batch_id)
         if n:
-            col = {name: table.column(name) for name in EVENT_COLUMNS}
-            objects = col["object_id"].to_pylist()
-            values = encode_events(
-                objects, col["subscription_id"].to_numpy(), col["kind"].to_numpy(),
-                col["reason"].to_pylist(), col["publication_id"].to_pylist(),
-                col["event_time"].to_numpy(), col["match_time"].to_numpy(),
-                col["batch_id"].to_numpy())
-            out.send_many(self.topic, values, [obj.encode() for obj in objects], headers)
+            out.send_many(self.topic, values, keys, self.output.headers(batch_id))
         self.output.finish(batch_id)
         if dropped:
             log.info("events batch %d: positions older than their object's last, dropped: %d",

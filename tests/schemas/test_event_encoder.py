@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from schemas import codec
-from schemas.event_encoder import KINDS, encode_events
+from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
 
 
 def _codec_bytes(o, s, k, r, p, e, m, b) -> bytes:
@@ -23,21 +23,29 @@ def test_same_bytes_as_the_codec_on_random_batches():
         kinds = rng.integers(0, 4, n)
         expired = rng.random(n) < 0.3
         reasons = ["expired" if x else None for x in expired]
-        pubs = [None if x else int(v) for x, v in zip(expired, rng.integers(0, 2 ** 40, n),
-                                                      strict=True)]
+        pub_ids = rng.integers(0, 2 ** 40, n)
+        pubs = [None if x else int(v) for x, v in zip(expired, pub_ids, strict=True)]
         times = rng.integers(0, 2 ** 45, n)
         match = times + rng.integers(0, 10 ** 6, n)
         batches = rng.integers(0, 10 ** 6, n)
-        got = encode_events(objects, subs, kinds, reasons, pubs, times, match, batches)
-        assert got == [_codec_bytes(*row) for row in zip(
+        got = encode_events(objects, subs, kinds, reasons, ~expired, pub_ids, times, match,
+                            batches)
+        assert got.split() == [_codec_bytes(*row) for row in zip(
             objects, subs.tolist(), kinds.tolist(), reasons, pubs, times.tolist(),
             match.tolist(), batches.tolist(), strict=True)]
 
 
 def test_extremes_and_an_empty_batch():
-    assert encode_events([], np.empty(0), np.empty(0), [], [], np.empty(0), np.empty(0),
-                         np.empty(0)) == []
+    assert encode_events([], np.empty(0), np.empty(0), [], np.empty(0, bool), np.empty(0),
+                         np.empty(0), np.empty(0), np.empty(0)).split() == []
     row = ("", -(2 ** 63), 3, "", 2 ** 63 - 1, 0, -1, 2 ** 63 - 1)
-    assert encode_events([row[0]], np.array([row[1]]), np.array([row[2]]), [row[3]],
-                         [row[4]], np.array([row[5]]), np.array([row[6]]),
-                         np.array([row[7]])) == [_codec_bytes(*row)]
+    packed = encode_events([row[0]], np.array([row[1]]), np.array([row[2]]), [row[3]],
+                           np.array([True]), np.array([row[4]]), np.array([row[5]]),
+                           np.array([row[6]]), np.array([row[7]]))
+    assert Packed.of(packed.data, packed.ends_bytes()).split() == [_codec_bytes(*row)]
+
+
+def test_keys_packed_and_split_back():
+    names = ["a", "", "obj-é7", "z" * 300]
+    assert pack_strings(names).split() == [n.encode() for n in names]
+    assert pack_strings([]).split() == []
