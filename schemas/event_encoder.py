@@ -30,9 +30,6 @@ class Packed:
     data: bytes
     ends: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.ends)
-
     def split(self) -> list[bytes]:
         """Each record's bytes."""
         ends = self.ends.tolist()
@@ -44,6 +41,7 @@ class Packed:
         return cls(data, np.frombuffer(ends, np.int64))
 
     def ends_bytes(self) -> bytes:
+        """The ends as bytes (Spark's binary column)."""
         return self.ends.astype(np.int64).tobytes()
 
 
