@@ -19,12 +19,16 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Avro ``long`` encodings of ``values``: (concatenated bytes, start offset of each)."""
     v = np.asarray(values, dtype=np.int64)
     z = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    shifts = (7 * np.arange(_MAX_VARINT, dtype=np.uint64))
+    # as many 7-bit groups as the largest value needs, not always ten: times take six bytes,
+    # ids and kinds one to three
+    top = int(z.max()) if len(z) else 0
+    width = max(1, min(_MAX_VARINT, -(-top.bit_length() // 7)))
+    shifts = (7 * np.arange(width, dtype=np.uint64))
     groups = (z[:, None] >> shifts[None, :]) & np.uint64(0x7F)
     length = np.ones(len(z), np.int64)
-    for k in range(1, _MAX_VARINT):
+    for k in range(1, width):
         length += (z >> np.uint64(7 * k)) > 0
-    cols = np.arange(_MAX_VARINT)[None, :]
+    cols = np.arange(width)[None, :]
     more = cols < (length[:, None] - 1)
     data = (groups | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
     used = cols < length[:, None]
