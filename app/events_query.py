@@ -48,8 +48,8 @@ EVENT_COLUMNS = ("object_id", "subscription_id", "kind", "reason", "publication_
 # driver, eight columns each.
 OUTPUT_DDL = ("keys binary, key_ends binary, events binary, event_ends binary, "
               "dropped long")
-# an event's kind in the operator's output: its index in the DetectKind enum, which is its
-# code in geops.events
+# an event's kind is its code in geops.events, which the encoder writes as the index of its
+# DetectKind symbol
 assert tuple(kind.lower() for kind in KINDS) == KIND_NAMES
 STATE_DDL = "held binary"
 
