@@ -212,7 +212,7 @@ def _operator(ttl_ms: int | None, key: tuple, frames: Iterator[Any], state: Any
     state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
     if len(cols["kind"]) or held.dropped > dropped:
         keys = pack_strings(cols["object_id"].tolist())
-        events = encode_events(cols["object_id"], cols["subscription_id"], cols["kind"],
+        events = encode_events(keys, cols["subscription_id"], cols["kind"],
                                cols["reason"], ~cols["expired"], cols["publication_id"],
                                cols["event_time"], cols["match_time"], cols["batch_id"])
         yield pd.DataFrame({"keys": [keys.data], "key_ends": [keys.ends_bytes()],

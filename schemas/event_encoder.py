@@ -58,21 +58,23 @@ def pack_strings(values: Sequence[str]) -> Packed:
     return Packed(data.tobytes(), np.cumsum(lengths, dtype=np.int64))
 
 
-def encode_events(object_ids: Sequence[str], subscription_ids: np.ndarray,
+def encode_events(object_ids: Packed, subscription_ids: np.ndarray,
                   kinds: np.ndarray, reasons: Sequence[str | None],
                   has_publication: np.ndarray, publication_ids: np.ndarray,
                   event_times: np.ndarray, match_times: np.ndarray, batch_ids: np.ndarray
                   ) -> Packed:
-    """Single-object GeofenceEvent records, one per event, packed; ``kinds`` are indexes of
-    ``KINDS``; a reason may be None, and a publication id is null where ``has_publication``
-    is false."""
-    n = len(object_ids)
+    """Single-object GeofenceEvent records, one per event, packed; ``object_ids`` as UTF-8
+    (``pack_strings``: the events' keys too, so they are encoded once); ``kinds`` are indexes
+    of ``KINDS``; a reason may be None, and a publication id is null where
+    ``has_publication`` is false."""
+    n = len(object_ids.ends)
     if n == 0:
         return Packed(b"", np.empty(0, np.int64))
     head = np.frombuffer(codec().header("GeofenceEvent"), np.uint8)
     has_reason = np.fromiter((r is not None for r in reasons), bool, n)
     has_pub = np.asarray(has_publication, bool)
-    obj_bytes, obj_len = _strings(object_ids)
+    obj_bytes = np.frombuffer(object_ids.data, np.uint8)
+    obj_len = np.diff(object_ids.ends, prepend=0)
     reason_bytes, reason_len = _strings([r for r in reasons if r is not None])
     # varints: object id length, subscription id, kind, reason length, publication id, times
     olen_b, olen_at = _varints(obj_len)

@@ -28,19 +28,19 @@ def test_same_bytes_as_the_codec_on_random_batches():
         times = rng.integers(0, 2 ** 45, n)
         match = times + rng.integers(0, 10 ** 6, n)
         batches = rng.integers(0, 10 ** 6, n)
-        got = encode_events(objects, subs, kinds, reasons, ~expired, pub_ids, times, match,
-                            batches)
+        got = encode_events(pack_strings(objects), subs, kinds, reasons, ~expired, pub_ids,
+                            times, match, batches)
         assert got.split() == [_codec_bytes(*row) for row in zip(
             objects, subs.tolist(), kinds.tolist(), reasons, pubs, times.tolist(),
             match.tolist(), batches.tolist(), strict=True)]
 
 
 def test_extremes_and_an_empty_batch():
-    assert encode_events([], np.empty(0), np.empty(0), [], np.empty(0, bool), np.empty(0),
-                         np.empty(0), np.empty(0), np.empty(0)).split() == []
+    assert encode_events(pack_strings([]), np.empty(0), np.empty(0), [], np.empty(0, bool),
+                         np.empty(0), np.empty(0), np.empty(0), np.empty(0)).split() == []
     row = ("", -(2 ** 63), 3, "", 2 ** 63 - 1, 0, -1, 2 ** 63 - 1)
-    packed = encode_events([row[0]], np.array([row[1]]), np.array([row[2]]), [row[3]],
-                           np.array([True]), np.array([row[4]]), np.array([row[5]]),
+    packed = encode_events(pack_strings([row[0]]), np.array([row[1]]), np.array([row[2]]),
+                           [row[3]], np.array([True]), np.array([row[4]]), np.array([row[5]]),
                            np.array([row[6]]), np.array([row[7]]))
     assert Packed.of(packed.data, packed.ends_bytes()).split() == [_codec_bytes(*row)]
 
