@@ -3,6 +3,8 @@ headers on the last one, in and out of a transaction, and a record Kafka refuses
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kafkaio.errors import KafkaUnavailable
@@ -20,8 +22,20 @@ def _records(n: int) -> tuple[list[bytes], list[bytes]]:
     return [b"%d" % i for i in range(n)], [b"key-%d" % (i % 7) for i in range(n)]
 
 
+def _read_back(cfg, topic: str, n: int) -> list:
+    """The topic's records once ``n`` are readable: a committed transaction's records become
+    visible to a read-committed reader only once the broker has written its markers, which
+    it does after the commit returns."""
+    deadline = time.monotonic() + 30
+    while True:
+        read = list(read_to_end(cfg.kafka_client(), topic))
+        if len(read) >= n or time.monotonic() > deadline:
+            return read
+        time.sleep(0.1)
+
+
 def _check_read_back(cfg, topic: str, values: list[bytes]) -> None:
-    read = list(read_to_end(cfg.kafka_client(), topic))
+    read = _read_back(cfg, topic, len(values))
     assert sorted(m.value() for m in read) == sorted(values)  # each once
     per_key: dict[bytes, list[int]] = {}
     for m in read:  # one key, one partition: read back in the order sent
