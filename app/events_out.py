@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.task_records import Positions
+from schemas.int_pack import IntFrame
 
 # Objects are spread over this many buckets (a bucket's objects share one state in the events
 # query: one Python call per bucket and batch, not per object; ``docs/results/events/state``).
@@ -104,26 +105,34 @@ def position_hits(positions: Sequence[Positions], matched_keys: np.ndarray,
                   offsets: np.ndarray, sub_ids: np.ndarray, fences: np.ndarray
                   ) -> PositionHits:
     """The fences each position is in: its matched subscriptions (``matched_keys`` sorted,
-    their subscription ids ``sub_ids`` per ``offsets``) that are ``fences`` (sorted)."""
-    if not positions:
-        empty = np.empty(0, np.int64)
+    their subscription ids ``sub_ids`` per ``offsets``) that are ``fences`` (sorted).
+
+    The fences among all matches are found in one pass, and only they are gathered per
+    position: a position matches several times as many subscriptions as it is in fences, and
+    a gather of every match cost a batch of 129,000 positions ~0.3 s more in the driver."""
+    n = sum(len(p.keys) for p in positions)
+    empty = np.empty(0, np.int64)
+    if not n:
         return PositionHits(np.empty(0, object), empty, empty, np.empty(0, np.int32), empty)
     keys = np.concatenate([p.keys for p in positions])
-    n = len(keys)
-    at = np.minimum(np.searchsorted(matched_keys, keys), max(len(matched_keys) - 1, 0))
-    found = (np.flatnonzero(matched_keys[at] == keys) if len(matched_keys)
-             else np.empty(0, np.intp))
-    starts, ends = offsets[at[found]], offsets[at[found] + 1]
-    lengths = ends - starts
-    owner = np.repeat(found, lengths)
-    flat = sub_ids[np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-                   + np.arange(int(lengths.sum()))] if len(found) else np.empty(0, np.int64)
-    fence = np.isin(flat, fences)
-    counts = np.bincount(owner[fence], minlength=n).astype(np.int32)
+    counts = np.zeros(n, np.int64)
+    hits = empty
+    if len(matched_keys) and len(fences):
+        at = np.minimum(np.searchsorted(matched_keys, keys), len(matched_keys) - 1)
+        found = np.flatnonzero(matched_keys[at] == keys)
+        in_fence = np.flatnonzero(np.isin(sub_ids, fences))  # where in sub_ids, ascending
+        # the fences of matched key m: in_fence[bounds[m]:bounds[m + 1]]
+        bounds = np.searchsorted(in_fence, np.asarray(offsets, np.int64))
+        starts = bounds[at[found]]
+        counts[found] = bounds[at[found] + 1] - starts
+        lengths = counts[found]
+        total = int(lengths.sum())
+        take = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        hits = sub_ids[in_fence[take]].astype(np.int64)
     return PositionHits(np.concatenate([p.object_ids for p in positions]),
                         np.concatenate([p.ids for p in positions]),
-                        np.concatenate([p.event_ms for p in positions]), counts,
-                        flat[fence].astype(np.int64))
+                        np.concatenate([p.event_ms for p in positions]),
+                        counts.astype(np.int32), hits)
 
 
 def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits,
@@ -138,6 +147,7 @@ def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits
     hit_order = np.argsort(hit_bucket, kind="stable")
     at = np.searchsorted(buckets[order], np.arange(BUCKETS + 1))
     hit_at = np.searchsorted(hit_bucket[hit_order], np.arange(BUCKETS + 1))
+    frame = IntFrame.of(hits.hits)  # one frame for every bucket of the batch
     out = []
     for b in range(BUCKETS):
         rows = order[at[b]:at[b + 1]]
@@ -148,6 +158,7 @@ def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits
             "object_ids": hits.object_ids[rows].tolist(),
             "publication_ids": hits.publication_ids[rows].tolist(),
             "event_times": hits.event_ms[rows].tolist(),
-            "hit_counts": hits.counts[rows].tolist(),
-            "hit_ids": hits.hits[hit_order[hit_at[b]:hit_at[b + 1]]].tolist()}))
+            "hit_counts": hits.counts[rows].tolist(), "hit_ids": [],
+            "hit_fences": frame.pack(hits.hits[hit_order[hit_at[b]:hit_at[b + 1]]]),
+            "hit_base": frame.base, "hit_width": frame.width}))
     return out

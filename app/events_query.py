@@ -36,6 +36,7 @@ from geops.events import (
 )
 from schemas import codec
 from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
+from schemas.int_pack import IntFrame
 
 log = logging.getLogger("geops.app.events")
 
@@ -167,7 +168,8 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     pids = np.array(rec["publication_ids"], np.int64)
     times = np.array(rec["event_times"], np.int64)
     counts = np.array(rec["hit_counts"], np.int64)
-    hit_ids = np.array(rec["hit_ids"], np.int64)
+    hit_ids = (IntFrame(rec["hit_base"], rec["hit_width"]).unpack(rec["hit_fences"])
+               if rec.get("hit_width") else np.array(rec["hit_ids"], np.int64))  # 0: before v3
     owner = np.repeat(np.arange(n), counts)
     at = np.minimum(np.searchsorted(fences.ids, hit_ids), max(len(fences) - 1, 0))
     known = (fences.ids[at] == hit_ids) if len(fences) else np.zeros(len(hit_ids), bool)

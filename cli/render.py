@@ -65,7 +65,10 @@ def to_json(name: str, record: dict[str, Any]) -> dict[str, Any]:
         elif kind == "geometry":
             out[key] = _wkt(value)
         elif kind == "bytes":
-            out[key] = base64.b64encode(value).decode()
+            # a field a record's older schema lacks reads as its default, which Avro writes
+            # as a string of code points 0-255
+            raw = value.encode("latin-1") if isinstance(value, str) else value
+            out[key] = base64.b64encode(raw).decode()
         else:
             out[key] = value
     return out
@@ -150,7 +153,7 @@ def to_text(name: str, r: dict[str, Any]) -> str:
                 f"[{', '.join(f'{v:g}' for v in r['extent'])}]; subscriptions [{spread}{more}]")
     if name == "ObjectPositions":
         return (f"positions of app {r['app_id']} batch {r['batch_id']} bucket {r['bucket']}: "
-                f"{len(r['object_ids'])} positions, {len(r['hit_ids'])} in fences; fences "
+                f"{len(r['object_ids'])} positions, {sum(r['hit_counts'])} in fences; fences "
                 f"{'all ' if r['fences_complete'] else ''}{len(r['fence_ids'])}")
     if name == "DeadLetter":
         size = len(r["payload"]) if r["payload"] is not None else 0

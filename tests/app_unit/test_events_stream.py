@@ -1,5 +1,6 @@
 """The events' way through the stream, without Spark or Kafka: the matching query's records
-(``app.events_out``), encoded and decoded as on the topic, through the bucket operator's logic
+(``app.events_out``), encoded and decoded as on the topic (the first batches as version 2 of
+the record wrote them), through the bucket operator's logic
 (``app.events_query.bucket_events``), give the events of the offline engine
 (``geops.events.EventEngine``, expiring by the stream's clock after each batch), batch after
 batch, while fences are added, changed, removed and added again, with positions out of order
@@ -7,9 +8,11 @@ and objects that go silent past the TTL."""
 
 from __future__ import annotations
 
+import io
 import pickle
 from collections import defaultdict
 
+import fastavro
 import numpy as np
 import pytest
 import shapely
@@ -19,7 +22,9 @@ from app.events_query import EVENT_COLUMNS, Held, bucket_events
 from app.task_records import Positions
 from geops.events import EventEngine, Fences, ObjectState
 from schemas import codec
+from schemas.codec import MAGIC, history
 from schemas.event_encoder import KINDS
+from schemas.int_pack import IntFrame
 
 
 def rows(cols: dict) -> list[tuple]:
@@ -43,6 +48,18 @@ def _matched(keys: np.ndarray, geoms: np.ndarray, sub_ids: np.ndarray, sub_geoms
     k, s = keys[pos][order], sub_ids[sub][order]
     uniq, start = np.unique(k, return_index=True)
     return uniq, np.append(start, len(k)).astype(np.int64), s
+
+
+def _as_v2(rec: dict) -> bytes:
+    """``rec`` as version 2 of ``ObjectPositions`` wrote it: the fences each position is in as
+    an array of longs, not packed."""
+    v2 = next(v for v in history("ObjectPositions") if v.version == 2)
+    old = {k: v for k, v in rec.items() if k not in ("hit_fences", "hit_base", "hit_width")}
+    old["hit_ids"] = IntFrame(rec["hit_base"], rec["hit_width"]).unpack(
+        rec["hit_fences"]).tolist()
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, v2.parsed, old)
+    return MAGIC + v2.fingerprint + buf.getvalue()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -96,9 +113,9 @@ def test_the_stream_gives_the_offline_engines_events(seed):
         table.written()
         assert all(key == bucket_key("app", rec["bucket"]) for key, rec in records)
         by_bucket = defaultdict(list)
-        for _, rec in records:
-            by_bucket[rec["bucket"]].append(c.decode_as("ObjectPositions",
-                                                        c.encode("ObjectPositions", rec)))
+        for _, rec in records:  # the first half as an app before version 3 wrote them
+            value = _as_v2(rec) if batch < 6 else c.encode("ObjectPositions", rec)
+            by_bucket[rec["bucket"]].append(c.decode_as("ObjectPositions", value))
         for b, recs in by_bucket.items():
             held[b] = pickle.loads(pickle.dumps(held[b]))  # as the state store keeps it
             for row in rows(bucket_events(held[b], recs, 5_000)):
