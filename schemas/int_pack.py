@@ -23,8 +23,8 @@ class IntFrame(NamedTuple):
 
     @classmethod
     def of(cls, values: np.ndarray) -> IntFrame:
-        """The narrowest frame that holds ``values`` (int64); an empty column packs in one
-        byte."""
+        """The narrowest frame that holds ``values`` (int64); an empty column's is one byte
+        wide (it packs to no bytes)."""
         v = np.asarray(values, np.int64)
         if not len(v):
             return cls(0, 1)
