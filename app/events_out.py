@@ -115,24 +115,23 @@ def position_hits(positions: Sequence[Positions], matched_keys: np.ndarray,
     if not n:
         return PositionHits(np.empty(0, object), empty, empty, np.empty(0, np.int32), empty)
     keys = np.concatenate([p.keys for p in positions])
-    counts = np.zeros(n, np.int64)
+    counts = np.zeros(n, np.int32)
     hits = empty
     if len(matched_keys) and len(fences):
         at = np.minimum(np.searchsorted(matched_keys, keys), len(matched_keys) - 1)
         found = np.flatnonzero(matched_keys[at] == keys)
+        m = at[found]  # each found position's matched key
         in_fence = np.flatnonzero(np.isin(sub_ids, fences))  # where in sub_ids, ascending
         # the fences of matched key m: in_fence[bounds[m]:bounds[m + 1]]
         bounds = np.searchsorted(in_fence, np.asarray(offsets, np.int64))
-        starts = bounds[at[found]]
-        counts[found] = bounds[at[found] + 1] - starts
-        lengths = counts[found]
-        total = int(lengths.sum())
-        take = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        starts, lengths = bounds[m], bounds[m + 1] - bounds[m]
+        counts[found] = lengths
+        take = (np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+                + np.arange(int(lengths.sum())))
         hits = sub_ids[in_fence[take]].astype(np.int64)
     return PositionHits(np.concatenate([p.object_ids for p in positions]),
                         np.concatenate([p.ids for p in positions]),
-                        np.concatenate([p.event_ms for p in positions]),
-                        counts.astype(np.int32), hits)
+                        np.concatenate([p.event_ms for p in positions]), counts, hits)
 
 
 def bucket_records(app_id: str, batch_id: int, match_ms: int, hits: PositionHits,

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+WIDTHS = (1, 2, 4, 8)  # bytes per value: NumPy's "<u1" to "<u8"
 
 
 class IntFrame(NamedTuple):
@@ -30,14 +30,14 @@ class IntFrame(NamedTuple):
             return cls(0, 1)
         base = int(v.min())
         top = int(v.max()) - base
-        return cls(base, next(w for w, t in WIDTHS.items() if top <= np.iinfo(t).max))
+        return cls(base, next(w for w in WIDTHS if top <= np.iinfo(f"u{w}").max))
 
     def pack(self, values: np.ndarray) -> bytes:
         """``values`` (within the frame) as bytes."""
         v = np.asarray(values, np.int64)
         # int64 arithmetic wraps for a spread past 2**63; the unsigned view keeps it exact
         return (v.view(np.uint64) - np.uint64(self.base % 2**64)).astype(
-            WIDTHS[self.width]).astype(f"<u{self.width}", copy=False).tobytes()
+            f"<u{self.width}").tobytes()
 
     def unpack(self, data: bytes) -> np.ndarray:
         """The int64 values of ``data`` packed in this frame; ``ValueError`` when ``data`` is

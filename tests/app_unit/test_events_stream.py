@@ -8,11 +8,9 @@ and objects that go silent past the TTL."""
 
 from __future__ import annotations
 
-import io
 import pickle
 from collections import defaultdict
 
-import fastavro
 import numpy as np
 import pytest
 import shapely
@@ -22,9 +20,9 @@ from app.events_query import EVENT_COLUMNS, Held, bucket_events
 from app.task_records import Positions
 from geops.events import EventEngine, Fences, ObjectState
 from schemas import codec
-from schemas.codec import MAGIC, history
 from schemas.event_encoder import KINDS
 from schemas.int_pack import IntFrame
+from tests.old_records import written_by
 
 
 def rows(cols: dict) -> list[tuple]:
@@ -53,13 +51,10 @@ def _matched(keys: np.ndarray, geoms: np.ndarray, sub_ids: np.ndarray, sub_geoms
 def _as_v2(rec: dict) -> bytes:
     """``rec`` as version 2 of ``ObjectPositions`` wrote it: the fences each position is in as
     an array of longs, not packed."""
-    v2 = next(v for v in history("ObjectPositions") if v.version == 2)
     old = {k: v for k, v in rec.items() if k not in ("hit_fences", "hit_base", "hit_width")}
     old["hit_ids"] = IntFrame(rec["hit_base"], rec["hit_width"]).unpack(
         rec["hit_fences"]).tolist()
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, v2.parsed, old)
-    return MAGIC + v2.fingerprint + buf.getvalue()
+    return written_by("ObjectPositions", 2, old)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

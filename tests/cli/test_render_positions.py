@@ -4,15 +4,13 @@ version 2 (fences as an array), in text and JSON."""
 from __future__ import annotations
 
 import base64
-import io
 
-import fastavro
 import numpy as np
 
 from cli.render import to_json, to_text
 from schemas import codec
-from schemas.codec import MAGIC, history
 from schemas.int_pack import IntFrame
+from tests.old_records import written_by
 
 RECORD = {"app_id": "a", "batch_id": 3, "match_time": 0, "bucket": 5, "clock": 0,
           "fences_complete": False, "fence_ids": [], "fence_detect": [],
@@ -35,10 +33,8 @@ def test_a_record_with_packed_fences() -> None:
 
 
 def test_a_record_of_version_2() -> None:
-    v2 = next(v for v in history("ObjectPositions") if v.version == 2)
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, v2.parsed, {**RECORD, "hit_ids": FENCES.tolist()})
-    rec = codec().decode_as("ObjectPositions", MAGIC + v2.fingerprint + buf.getvalue())
+    rec = codec().decode_as("ObjectPositions", written_by("ObjectPositions", 2, {
+        **RECORD, "hit_ids": FENCES.tolist()}))
     assert rec["hit_width"] == 0 and rec["hit_ids"] == FENCES.tolist()
     assert to_text("ObjectPositions", rec).endswith("2 positions, 3 in fences; fences 0")
     out = to_json("ObjectPositions", rec)
