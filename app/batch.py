@@ -48,6 +48,7 @@ from app.tasks import (
     RouteContext,
     decode_route_rows,
     join,
+    read_decode_route,
     read_route_join,
     warm_indexes,
 )
@@ -130,7 +131,7 @@ class BatchRunner:
                  feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
                  fold_bytes: int, delivery: str = "at-least-once",
                  follow: WorkerCount | None = None, one_stage_records: int = 0,
-                 fences: FenceTable | None = None):
+                 direct_read: bool = False, fences: FenceTable | None = None):
         self.app_id = app_id
         self.strategy = strategy
         self.router = router
@@ -147,10 +148,14 @@ class BatchRunner:
         self.on_data_loss = on_data_loss
         self.fold_bytes = fold_bytes
         self.one_stage_records = one_stage_records  # 0: every batch through the connector
+        # whether a batch too large for one stage is read by the app's read tasks (else by the
+        # connector's)
+        self.direct_read = direct_read
         self.fences = fences  # the fences the events query hears of (None: no events)
         self.wrote_positions = False  # whether a batch wrote positions (app.events_out)
         self.clock = 0  # the latest event time of a position seen (app.events_out)
-        self._one_stage = False  # whether the batch being written ran in one stage
+        # how the batch being written was read: in one stage, or in two by whom (the log line)
+        self._stages = ""
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
         self.sc = static.sc
         self.feed = feed
@@ -327,18 +332,26 @@ class BatchRunner:
         join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
                                tuple(self.static.base_seq), seqs, changes)
         self._report_lost(batch_id)
-        ranges = self._one_stage_ranges(batch_id)
-        self._one_stage = ranges is not None
-        if ranges is not None:  # read, decode and route in the join tasks (app.task_read)
+        ranges = self._direct_ranges(batch_id)
+        if ranges is not None and self._in_one_stage(ranges):  # read in the join tasks
+            self._stages = "one stage"
             job = self.static.for_batch().mapPartitionsWithIndex(
                 partial(read_route_join, route_ctx, join_ctx, ranges))
         else:
-            read = self._kafka_rows(df)
             # At most one read task per core: a task costs more than reading a range.
-            if read.getNumPartitions() > self.sc.defaultParallelism:
-                read = read.coalesce(self.sc.defaultParallelism)
-            stream = (read.mapPartitions(partial(decode_route_rows, route_ctx))
-                      .partitionBy(self.workers, by_worker))
+            cores = self.sc.defaultParallelism
+            if ranges is not None and self.direct_read:  # the app's read tasks (app.task_read)
+                parts = ranges.split(cores) or [ranges]  # (no offsets: one task reads none)
+                self._stages = "two stages, read directly"
+                read = (self.sc.parallelize(range(len(parts)), len(parts))
+                        .mapPartitionsWithIndex(partial(read_decode_route, route_ctx, parts)))
+            else:
+                read = self._kafka_rows(df)
+                self._stages = "two stages, read by the connector"
+                if read.getNumPartitions() > cores:
+                    read = read.coalesce(cores)
+                read = read.mapPartitions(partial(decode_route_rows, route_ctx))
+            stream = read.partitionBy(self.workers, by_worker)
             job = (self.static.for_batch().union(stream)
                    .mapPartitionsWithIndex(partial(join, join_ctx)))
         out = job.collect()
@@ -353,23 +366,27 @@ class BatchRunner:
                 log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
                             attempt + 1, WRITE_ATTEMPTS)
 
-    def _one_stage_ranges(self, batch_id: int) -> BatchRanges | None:
-        """The batch's offset ranges when it runs in one stage (``app.task_read``): at most
-        ``one_stage_records`` offsets, static partitions resident with their owners (STAL;
-        under STRL the static side crosses a shuffle anyway), offsets that must all exist
+    def _direct_ranges(self, batch_id: int) -> BatchRanges | None:
+        """The batch's offset ranges when the app's tasks may read them themselves
+        (``app.task_read``), in one stage or in read tasks: offsets that must all exist
         (``--on-data-loss fail``), a start Spark recorded and no partition planned to end
         below its start (a log that came back shorter: the connector names the loss)."""
-        if (not self.one_stage_records or not JOIN_MODES[self.join_mode].resident
-                or self.on_data_loss != "fail"):
+        if self.on_data_loss != "fail" or not (self.one_stage_records or self.direct_read):
             return None
         start = batch_start_offsets(self.checkpoint, batch_id)
         end = batch_end_offsets(self.checkpoint, batch_id)
         if not start or lost_ranges(start, end):
             return None
-        ranges = BatchRanges(self.topics.publications, {int(p): o for p, o in start.items()},
-                             {int(p): o for p, o in end.items()}, dict(self.kafka_conf),
-                             self.outage_limit)
-        return ranges if ranges.records <= self.one_stage_records else None
+        return BatchRanges(self.topics.publications, {int(p): o for p, o in start.items()},
+                           {int(p): o for p, o in end.items()}, dict(self.kafka_conf),
+                           self.outage_limit)
+
+    def _in_one_stage(self, ranges: BatchRanges) -> bool:
+        """Whether a batch runs in one stage: at most ``one_stage_records`` offsets, static
+        partitions resident with their owners (STAL; under STRL the static side crosses a
+        shuffle anyway)."""
+        return (self.one_stage_records > 0 and JOIN_MODES[self.join_mode].resident
+                and ranges.records <= self.one_stage_records)
 
     def _kafka_rows(self, df: DataFrame) -> RDD:
         """The batch's Kafka records as rows of ``READ_COLUMNS`` (what ``decode_route_rows``
@@ -502,7 +519,7 @@ class BatchRunner:
             state.last_input = time.monotonic()
         log.info("batch %d epoch %d: %d records, %d items, %d matched, %d dead letters, "
                  "%s, %.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
-                 "one stage" if self._one_stage else "two stages",
+                 self._stages,
                  (time.perf_counter() - t0) * 1000)
 
     def send_layout(self, batch_id: int) -> None:

@@ -400,6 +400,7 @@ def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionS
                          fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
                          follow=WorkerCount(sc, workers),
                          one_stage_records=cfg["app.one_stage_records"],
+                         direct_read=cfg["app.large_batch_read"] == "direct",
                          fences=(FenceTable(found.envelopes.ids, found.detect)
                                  if topics.positions else None))
     built, took = runner.warm_up()

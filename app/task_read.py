@@ -1,4 +1,5 @@
-"""Reading a small batch's publications inside the tasks that join them.
+"""Reading a batch's publications in the app's own tasks: a small one inside the tasks that
+join it, a large one in read tasks before them.
 
 A micro-batch read through Spark's connector is a stage of its own: the read tasks decode and
 route the records and hand each join task its items through a shuffle. For a small batch that
@@ -8,6 +9,11 @@ Below ``app.one_stage_records`` records the app skips it: every join task reads 
 offset ranges itself (they are in Spark's offset log, written before the batch runs), decodes
 and routes them all and keeps the items of its own worker. Each record is then decoded and
 routed once per worker instead of once, which is why large batches keep the two stages.
+
+A large batch's read stage reads the same way (``app.large_batch_read`` direct): one read task
+per core, each a slice of every partition's range (``BatchRanges.split``), decodes and routes
+its records once and hands them to the join tasks through the shuffle. Spark's connector would
+fetch the same records in the JVM and hand them to Python as pickled rows, one object each.
 
 The reads use one consumer per Python worker process, kept from batch to batch; they read
 committed records only, as the connector does, and a range the log no longer holds whole is
@@ -51,6 +57,24 @@ class BatchRanges:
     def records(self) -> int:
         """Offsets in the ranges: an upper bound of the records (markers hold none)."""
         return sum(max(0, e - self.start.get(p, 0)) for p, e in self.end.items())
+
+    def split(self, pieces: int) -> list[BatchRanges]:
+        """The ranges cut into at most ``pieces`` parts of about as many offsets each, every
+        partition's range into consecutive slices (one a part); a partition whose start Spark
+        did not record (its log's beginning) stays whole in the first part. Parts that would
+        hold nothing are left out."""
+        parts: list[tuple[dict[int, int], dict[int, int]]] = [({}, {}) for _ in range(pieces)]
+        for p, end in self.end.items():
+            if p not in self.start:
+                parts[0][1][p] = end
+                continue
+            first = self.start[p]
+            cuts = [first + (end - first) * i // pieces for i in range(pieces + 1)]
+            for (start, ends), lo, hi in zip(parts, cuts[:-1], cuts[1:], strict=True):
+                if hi > lo:
+                    start[p], ends[p] = lo, hi
+        return [BatchRanges(self.topic, start, ends, self.kafka_conf, self.outage_limit)
+                for start, ends in parts if ends]
 
 
 def read_rows(ranges: BatchRanges) -> list[Record]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
@@ -91,6 +91,13 @@ def decode_route_rows(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[
     """Decode and route one read task's Kafka rows (topic, partition, offset, key, value, in
     that order, as the batch selects them from Spark's connector; see ``decode_route``)."""
     return decode_route(ctx, [Record(*row) for row in rows])
+
+
+def read_decode_route(ctx: RouteContext, parts: Sequence[BatchRanges], index: int,
+                      _: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
+    """Read task ``index`` of a large batch (``app.task_read``): read part ``index`` of the
+    batch's offset ranges, then decode and route it (``decode_route``)."""
+    return decode_route(ctx, read_rows(parts[index]))
 
 
 def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, tuple]]:

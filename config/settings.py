@@ -129,6 +129,11 @@ SETTINGS: tuple[Setting, ...] = (
             "a batch of at most this many records is read, decoded and routed in the tasks "
             "that join it, one stage instead of two (0 = every batch through Spark's "
             "connector)", check=at_least(0)),
+    Setting("app.large_batch_read", "app", "GEOPS_APP_LARGE_BATCH_READ", "--large-batch-read",
+            parse_str,
+            "who reads a batch too large for one stage: direct (the app's read tasks, one per "
+            "core, each a slice of the batch's offset ranges) or connector (Spark's connector's "
+            "tasks)", choices=("direct", "connector")),
     Setting("app.max_records_per_trigger", "app", "GEOPS_APP_MAX_RECORDS_PER_TRIGGER",
             "--max-records-per-trigger", parse_int, "records per micro-batch (0 = no limit)",
             check=at_least(0)),

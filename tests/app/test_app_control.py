@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -137,7 +138,11 @@ def test_restart_recovers_assignment_from_control_topic(workload, kafka_cfg):
     assert {k: v[0] for k, v in matches(kafka_cfg).items()} == workload.oracle
 
 
-def test_bad_publications_go_to_dead_letter_with_reasons(workload, kafka_cfg):
+# Batches of 400 records: in one stage (each join task reads the batch, worker 0's sends its dead
+# letters), and in two, where each of the app's read tasks sends those of its slice.
+@pytest.mark.parametrize("stages", [(), ("--one-stage-records", "100")],
+                         ids=["one-stage", "read-tasks"])
+def test_bad_publications_go_to_dead_letter_with_reasons(workload, kafka_cfg, stages, caplog):
     load(kafka_cfg, workload)
     topic = kafka_cfg.topic("publications")
     c = codec()
@@ -169,7 +174,12 @@ def test_bad_publications_go_to_dead_letter_with_reasons(workload, kafka_cfg):
     # and some more good ones after them, which must still be matched
     produce_records(kafka_cfg.kafka_client(), topic, "Publication",
                     publication_records(workload.pubs.take(np.arange(50))))
-    assert run_app("--strategy", "sPS", "--max-records-per-trigger", "400") == 0
+    with caplog.at_level(logging.INFO, logger="geops.app"):
+        assert run_app("--strategy", "sPS", "--max-records-per-trigger", "400", *stages) == 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")
+             and " records, " in r.getMessage()]
+    read = "two stages, read directly" if stages else "one stage"
+    assert lines and all(read in line for line in lines), lines[:3]
 
     dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
     assert len(dead) == len(bad)
