@@ -147,7 +147,7 @@ class BatchRunner:
         self.outage_limit = outage_limit
         self.on_data_loss = on_data_loss
         self.fold_bytes = fold_bytes
-        self.one_stage_records = one_stage_records  # 0: every batch through the connector
+        self.one_stage_records = one_stage_records  # 0: every batch in two stages
         # whether a batch too large for one stage is read by the app's read tasks (else by the
         # connector's)
         self.direct_read = direct_read

@@ -127,8 +127,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.one_stage_records", "app", "GEOPS_APP_ONE_STAGE_RECORDS",
             "--one-stage-records", parse_int,
             "a batch of at most this many records is read, decoded and routed in the tasks "
-            "that join it, one stage instead of two (0 = every batch through Spark's "
-            "connector)", check=at_least(0)),
+            "that join it, one stage instead of two (0 = every batch in two: a read stage, "
+            "then the join)", check=at_least(0)),
     Setting("app.large_batch_read", "app", "GEOPS_APP_LARGE_BATCH_READ", "--large-batch-read",
             parse_str,
             "who reads a batch too large for one stage: direct (the app's read tasks, one per "

@@ -7,10 +7,19 @@ import json
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 import bench.studies
 from bench.harness.csv_tables import write_csv
 from bench.harness.eventlog import parse
-from bench.studies import ab_decode, cpu_by_process, event_state, eventlog, profile_route
+from bench.studies import (
+    ab_decode,
+    cpu_by_process,
+    event_state,
+    eventlog,
+    profile_route,
+    spark_floor,
+)
 
 PIPELINES = ("sPS", "sPIS")
 MODES = {"Static STAL": 1000.0, "Dynamic LB STAL": 1400.0}   # throughput at skew 0.9
@@ -22,7 +31,7 @@ def _rid(pipeline: str, mode: str, skew: int, repeat: int) -> str:
 
 def test_every_study_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.studies.__path__)]
-    assert len(names) == 16
+    assert len(names) == 17
     for name in names:
         module = importlib.import_module(f"bench.studies.{name}")
         assert module.__doc__, name
@@ -133,3 +142,10 @@ def test_the_event_state_step_is_one_object_at_a_time_by_event_time() -> None:
         last[oid[i]] = bool(now[i])
     assert got == sorted(want)
     assert state == {o: (int(t[oid == o].max()), last[o]) for o in last}
+
+
+def test_spark_floor_refuses_runs_no_longer_than_their_warm_up(capsys) -> None:
+    for argv in (["--seconds", "5"], ["--jobs", "3"]):
+        with pytest.raises(SystemExit):
+            spark_floor.main(argv)
+        assert "must be above 5" in capsys.readouterr().err
