@@ -160,7 +160,7 @@ def _cost_md(cost: dict | None, idle: dict | None) -> list[str]:
                      f"**{cost['fixed_ms']:,.0f} ms fixed + {cost['us_per_record']:,.0f} µs "
                      f"per record** (R² {cost['r2']:.2f}). Spark's own part of a trigger "
                      "(offsets, its offset and commit logs, planning, the call into Python: "
-                     "~55 ms in `docs/results/live/costs`) comes on top.")
+                     "~38 ms in `docs/results/live/costs`) comes on top.")
     elif cost:
         lines.append(f"**Cost of a batch**: no line, the sizes of the {cost['batches']} "
                      "batches with records span less than a factor of 4.")

@@ -65,8 +65,8 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("wal", "offset log", "Spark writes the batch's offsets to the checkpoint (walCommit)"),
     ("call", "foreachBatch call", "Spark to the Python batch function and back (addBatch "
      "minus the function's own time)"),
-    ("prepare", "driver: prepare", "control, subscriptions, fold, task contexts, the RDD of "
-     "the Kafka scan, job submission"),
+    ("prepare", "driver: prepare", "control, subscriptions, fold, task contexts, the job's "
+     "RDDs, job submission"),
     ("read", "read stage", "tasks: Kafka fetch, decode, route, shuffle write"),
     ("between", "stage gap", "read stage done to join stage submitted"),
     ("join", "join stage", "tasks: shuffle read, join, result serialization"),
