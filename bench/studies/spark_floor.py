@@ -43,7 +43,7 @@ JOB_PARTS = ("driver until the job starts", "job start to task launch",
              "job end to collect's return", "whole collect")
 
 
-def session(work: Path, **conf: str) -> Any:
+def session(**conf: str) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[2]").appName("geops-spark-floor")
@@ -61,7 +61,7 @@ def session(work: Path, **conf: str) -> Any:
 
 def trigger_parts(work: Path, raw: bool, seconds: float) -> dict[str, float]:
     """Median ms of each part of a no-op micro-batch's trigger."""
-    spark = session(work, **({"spark.hadoop.fs.file.impl": RAW} if raw else {}))
+    spark = session(**({"spark.hadoop.fs.file.impl": RAW} if raw else {}))
     rows = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).load()
     query = (rows.writeStream.foreachBatch(lambda df, batch: None)
              .option("checkpointLocation", str(work / "checkpoint"))
@@ -79,7 +79,7 @@ def _noop(index: int, rows: Any) -> Any:
 
 def job_parts(work: Path, jobs: int) -> dict[str, float]:
     """Median ms of each part of a two-task Python job, collected."""
-    spark = session(work, **{"spark.eventLog.enabled": "true",
+    spark = session(**{"spark.eventLog.enabled": "true",
                              "spark.eventLog.dir": str(work), "spark.eventLog.compress": "false",
                              "spark.eventLog.rolling.enabled": "false"})
     sc = spark.sparkContext
