@@ -146,9 +146,10 @@ def _backlog_md(max_rate: float, backlog: dict | None, producer_cpu: float | Non
     return [f"**Backlog throughput of the same app: {backlog['rate']:,.0f} publications/s** "
             f"({backlog['records']:,} written at once, drained over {backlog['batches']} "
             f"batches); **maximum sustainable rate / backlog throughput = "
-            f"{max_rate / backlog['rate']:.2f}**. The producer (this benchmark's process, "
-            f"records encoded ahead but for id and time) used {producer_cpu:.0%} of a core "
-            "during the search.", ""]
+            f"{max_rate / backlog['rate']:.2f}**."
+            + ("" if producer_cpu is None else
+               f" The producer (this benchmark's process, records encoded ahead but for id and "
+               f"time) used {producer_cpu:.0%} of a core during the search."), ""]
 
 
 def _cost_md(cost: dict | None, idle: dict | None) -> list[str]:

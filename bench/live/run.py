@@ -61,11 +61,14 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
         backlog = backlog_throughput(s, pub, spec.backlog, log) if spec.backlog else None
         cpu0, wall0 = time.process_time(), time.monotonic()
         best, verdicts = find_max_rate(spec, s, pub, log)
-        # this process is mostly the producer (records pre-encoded but for id and time)
-        producer_cpu = (time.process_time() - cpu0) / max(time.monotonic() - wall0, 1e-9)
+        # this process is mostly the producer (records pre-encoded but for id and time); with
+        # the rate given there was no search to measure it over
+        producer_cpu = ((time.process_time() - cpu0) / max(time.monotonic() - wall0, 1e-9)
+                        if verdicts else None)
         if backlog:
-            log(f"maximum sustainable rate / backlog throughput: {best / backlog['rate']:.2f}; "
-                f"the producer's process used {producer_cpu:.0%} of a core during the search")
+            log(f"maximum sustainable rate / backlog throughput: {best / backlog['rate']:.2f}"
+                + (f"; the producer's process used {producer_cpu:.0%} of a core during the "
+                   f"search" if producer_cpu is not None else ""))
         phases = []
         for level in spec.levels:
             phases.append(phase(s, pub, f"{level:.0%} of max", nice(level * best),

@@ -132,6 +132,17 @@ def test_drain_rate_spans_the_batches_with_records():
     assert calc.drain_rate(batches[:1]) == 0.0
 
 
+def test_backlog_line_names_the_producer_only_after_a_search():
+    from bench.live.report import _backlog_md
+
+    backlog = {"rate": 10_000.0, "records": 100_000, "batches": 2}
+    given = " ".join(_backlog_md(7_000, backlog, None))
+    assert "= 0.70**" in given and "producer" not in given
+    searched = " ".join(_backlog_md(7_000, backlog, 0.25))
+    assert "used 25% of a core during the search" in searched
+    assert _backlog_md(7_000, None, None) == []
+
+
 def test_nice_rate():
     assert calc.nice_rate(1234) == 1200
     assert calc.nice_rate(75) == 75
