@@ -15,6 +15,7 @@ from bench.harness.latency import latency_summary, per_second
 from bench.harness.monitor import lag_of
 from bench.harness.procfs import descendants, memory_kb, parse_stat, role
 from bench.live import calc
+from bench.live.report import _backlog_md
 from schemas import codec
 from schemas.codec import HEADER_LEN
 from tests.bench.conftest import assert_nothing_left, run_geops_bench
@@ -133,8 +134,6 @@ def test_drain_rate_spans_the_batches_with_records():
 
 
 def test_backlog_line_names_the_producer_only_after_a_search():
-    from bench.live.report import _backlog_md
-
     backlog = {"rate": 10_000.0, "records": 100_000, "batches": 2}
     given = " ".join(_backlog_md(7_000, backlog, None))
     assert "= 0.70**" in given and "producer" not in given
