@@ -80,8 +80,8 @@ def _noop(index: int, rows: Any) -> Any:
 def job_parts(work: Path, jobs: int) -> dict[str, float]:
     """Median ms of each part of a two-task Python job, collected."""
     spark = session(**{"spark.eventLog.enabled": "true",
-                             "spark.eventLog.dir": str(work), "spark.eventLog.compress": "false",
-                             "spark.eventLog.rolling.enabled": "false"})
+                       "spark.eventLog.dir": str(work), "spark.eventLog.compress": "false",
+                       "spark.eventLog.rolling.enabled": "false"})
     sc = spark.sparkContext
     base = sc.parallelize(range(2), 2)
     timed = []
