@@ -60,6 +60,9 @@ class RouteContext:
     # whether this task sends the bad records it finds to the dead-letter topic (of the tasks
     # that each decode the whole batch, ``read_route_join``, only worker 0's does)
     dead_letters: bool = True
+    # the one worker whose items this task keeps (a join task that reads its batch itself):
+    # the router then looks for that worker's partitions' items only; None: every worker's
+    keep_worker: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,9 +142,12 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     time_arr = times[idx]
     wkb_arr = wkbs[idx]
     geoms = geoms[idx]
-    routed = ctx.router.value.route(geoms, tuple(b.value for b in ctx.router_deltas))
     assignment = ctx.assignment
     replicas = ctx.replicas
+    kept = None if ctx.keep_worker is None else np.array(
+        [p for p, owner in enumerate(assignment) if ctx.keep_worker in replicas.get(p, (owner,))],
+        np.int32)
+    routed = ctx.router.value.route(geoms, tuple(b.value for b in ctx.router_deltas), kept)
     for pid, items in routed.by_partition():
         owners = replicas.get(pid)
         if owners is None:
@@ -313,10 +319,12 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
 
 def read_route_join(route_ctx: RouteContext, join_ctx: JoinContext, ranges: BatchRanges,
                     worker: int, records: Iterable[tuple[int, Any]]) -> Iterator[tuple]:
-    """A small batch in one stage (``app.task_read``): read the batch's ranges, decode and
-    route all of them, and join the items of ``worker`` with its static ``records``. The
+    """A small batch in one stage (``app.task_read``): read the batch's ranges, decode all of
+    them, route them to the partitions of ``worker`` and join those items with its static
+    ``records``. The
     batch's ``ReadStats`` (and its dead letters) come from worker 0's task alone."""
-    ctx = route_ctx if worker == 0 else replace(route_ctx, dead_letters=False)
+    ctx = replace(route_ctx, dead_letters=route_ctx.dead_letters and worker == 0,
+                  keep_worker=worker)
     mine = ((w, rec) for w, rec in decode_route(ctx, read_rows(ranges)) if w == worker)
     yield from join(join_ctx, worker, chain(records, mine))
 

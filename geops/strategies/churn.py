@@ -361,15 +361,22 @@ def fold_deltas(data: bytes, deltas: tuple[PartitionDelta, ...] | list[Partition
 
 
 def apply_router_deltas(index, deltas: tuple[RouterDelta, ...] | list[RouterDelta],
-                        applied: int) -> int:
-    """Bring a replicated global index from change ``applied`` up to the newest delta."""
+                        applied: int, partitions: np.ndarray | None = None) -> int:
+    """Bring a replicated global index from change ``applied`` up to the newest delta; an
+    index of some ``partitions`` only takes the entries of those (a subscription that changed
+    to another partition leaves it)."""
     for delta in deltas:
         if delta.seq <= applied:
             continue
         if len(delta.deletes):
             index.delete(delta.deletes)
         if len(delta.ids):
-            index.insert(delta.ids, delta.bounds, delta.partitions)
+            inside = (np.ones(len(delta.ids), bool) if partitions is None
+                      else np.isin(delta.partitions, partitions))
+            if not inside.all():
+                index.delete(delta.ids[~inside])
+            if inside.any():
+                index.insert(delta.ids[inside], delta.bounds[inside], delta.partitions[inside])
         applied = delta.seq
     return applied
 

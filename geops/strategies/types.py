@@ -74,4 +74,5 @@ class Router(Protocol):
 
     num_partitions: int
 
-    def route(self, geoms: np.ndarray, deltas: tuple = ()) -> Routed: ...
+    def route(self, geoms: np.ndarray, deltas: tuple = (),
+              partitions: np.ndarray | None = None) -> Routed: ...

@@ -19,6 +19,7 @@ from geops.strategies import (
     merge,
 )
 from geops.strategies import payload as payload_codec
+from geops.strategies.churn import RouterDelta
 from geops.strategies.routers import CandidateRouter
 
 
@@ -138,6 +139,43 @@ def test_candidate_router_pickles_small_and_shares_one_index_per_process(cases):
     counts = np.diff(first.cand_offsets)
     assert (counts > 0).all()
     assert (np.repeat(first.partition, counts) == first.cand_ids % 8).all()
+
+
+def _items_of(routed, kept):
+    """(publication, partition, its candidates) of each item whose partition is in ``kept``."""
+    counts = np.diff(routed.cand_offsets)
+    return [(int(q), int(p), sorted(routed.cand_ids[o:o + n].tolist()))
+            for q, p, o, n in zip(routed.pub_index, routed.partition, routed.cand_offsets[:-1],
+                                  counts, strict=True) if p in kept]
+
+
+@pytest.mark.parametrize("name", ["RIhPS", "RIsPS"])
+def test_candidate_router_of_some_partitions_finds_their_items_alone(cases, name):
+    """A task that keeps some partitions' items gets exactly those the full router gives,
+    also after subscription changes that add to, move out of and delete from its partitions."""
+    subs = cases.subscriptions(6, n=120)
+    router = build_strategy(name, subs, 8).router()
+    _, geoms = cases.publications(6, subs, None, n=150)
+    full = router.route(geoms)
+    assert len(np.unique(full.partition)) > 3
+    kept = np.array([0, 2, 5], np.int32)
+    inside = np.flatnonzero(np.isin(router.partitions, kept))
+    moved = router.ids[inside[:3]]  # to partition 7, which the task does not keep
+    added = cases.subscriptions(7, n=20)
+    deltas = (
+        RouterDelta(1, added.ids + 10_000, shapely.bounds(added.geoms),
+                    np.arange(20, dtype=np.int32) % 8, np.empty(0, np.int64)),
+        RouterDelta(2, moved, router.bounds[inside[:3]], np.full(3, 7, np.int32),
+                    router.ids[inside[3:6]]),
+    )
+    for part, changes in ((kept, ()), (np.array([], np.int32), ()), (kept, deltas[:1]),
+                          (kept, deltas), (np.arange(8, dtype=np.int32), deltas)):
+        some = router.route(geoms, changes, part)
+        assert _items_of(some, set(part.tolist())) == _items_of(some, set(range(8)))
+        assert _items_of(some, set(range(8))) == \
+            _items_of(router.route(geoms, changes), set(part.tolist()))
+    assert router.index(deltas, kept) is not router.index(deltas)
+    assert not _items_of(router.route(geoms, deltas, kept), {7})
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
