@@ -26,10 +26,13 @@ from geops.strategies.types import Routed
 
 # (token, the partitions kept or b"" for all) -> [index, the last router delta applied to it]
 _INDEXES: OrderedDict[tuple[str, bytes], list] = OrderedDict()
-# Indexes one process keeps: a router's index over all partitions, or over the partitions of
-# one worker (the tasks of every worker may run in any process, and an assignment changes at
-# each move), of a new router and an old one in flight.
-_CACHED = 16
+# Indexes one process keeps, the least recently used dropped first: a router's index over all
+# partitions, or over the partitions of one worker (the tasks of any worker may run in any
+# process, and an assignment changes at each move), of a new router and an old one in flight.
+# Bounded by their entries, at most _ENTRIES times the router's (W workers' indexes of one
+# assignment hold one router's entries together), and by their number.
+_ENTRIES = 4
+_CACHED = 256
 
 
 class SpatialRouter:
@@ -72,7 +75,9 @@ class CandidateRouter:
             found = [GlobalIndex(self.ids[inside], self.bounds[inside],
                                  self.partitions[inside]), 0]
             _INDEXES[key] = found
-            while len(_INDEXES) > _CACHED:
+            while len(_INDEXES) > 1 and (
+                    len(_INDEXES) > _CACHED
+                    or sum(len(i) for i, _ in _INDEXES.values()) > _ENTRIES * len(self.ids)):
                 _INDEXES.popitem(last=False)
         else:
             _INDEXES.move_to_end(key)

@@ -176,6 +176,10 @@ def test_candidate_router_of_some_partitions_finds_their_items_alone(cases, name
             _items_of(router.route(geoms, changes), set(part.tolist()))
     assert router.index(deltas, kept) is not router.index(deltas)
     assert not _items_of(router.route(geoms, deltas, kept), {7})
+    # one index per worker's partitions stays cached for every worker of a move's assignments
+    sets = [np.array([p], np.int32) for p in range(8)]
+    first = [router.index((), one) for one in sets]
+    assert all(router.index((), one) is index for one, index in zip(sets, first, strict=True))
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
