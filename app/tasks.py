@@ -321,8 +321,8 @@ def read_route_join(route_ctx: RouteContext, join_ctx: JoinContext, ranges: Batc
                     worker: int, records: Iterable[tuple[int, Any]]) -> Iterator[tuple]:
     """A small batch in one stage (``app.task_read``): read the batch's ranges, decode all of
     them, route them to the partitions of ``worker`` and join those items with its static
-    ``records``. The
-    batch's ``ReadStats`` (and its dead letters) come from worker 0's task alone."""
+    ``records``. The batch's ``ReadStats`` (and its dead letters) come from worker 0's task
+    alone."""
     ctx = replace(route_ctx, dead_letters=route_ctx.dead_letters and worker == 0,
                   keep_worker=worker)
     mine = ((w, rec) for w, rec in decode_route(ctx, read_rows(ranges)) if w == worker)
