@@ -68,6 +68,8 @@ class CandidateRouter:
         from geops.strategies.churn import apply_router_deltas
 
         kept = None if partitions is None else np.asarray(partitions, np.int32)
+        if kept is not None and len(np.unique(kept)) >= self.num_partitions:
+            kept = None  # every partition (one worker): the full index, not a second copy
         key = (self.token, b"" if kept is None else b"k" + kept.tobytes())
         found = _INDEXES.get(key)
         if found is None:

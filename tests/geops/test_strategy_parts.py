@@ -175,6 +175,7 @@ def test_candidate_router_of_some_partitions_finds_their_items_alone(cases, name
         assert _items_of(some, set(range(8))) == \
             _items_of(router.route(geoms, changes), set(part.tolist()))
     assert router.index(deltas, kept) is not router.index(deltas)
+    assert router.index(deltas, np.arange(8, dtype=np.int32)) is router.index(deltas)
     assert not _items_of(router.route(geoms, deltas, kept), {7})
     # one index per worker's partitions stays cached for every worker of a move's assignments
     sets = [np.array([p], np.int32) for p in range(8)]
