@@ -252,7 +252,7 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
                             cfg["kafka.outage_limit"], topics.dead_letter, cfg["app.app_id"])
     try:
-        check_reachable(kafka_conf)
+        check_reachable(kafka_conf, outage_limit=cfg["kafka.outage_limit"])
         ends = feed.start()
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))

@@ -14,7 +14,7 @@ from config import TOPICS, Config
 from config.embedded import read_record
 from config.exitcodes import EXIT_FAILED, EXIT_USAGE  # noqa: F401 - EXIT_USAGE: cli/bench_live.py
 from kafkaio.clients import check_reachable
-from kafkaio.errors import KafkaUnavailable
+from kafkaio.errors import KafkaOutage, KafkaUnavailable
 
 
 def positive_int(text: str) -> int:
@@ -71,12 +71,15 @@ def settings(args: argparse.Namespace) -> Config:
 
 
 def reachable(cfg: Config) -> None:
-    """Fail fast with a helpful message when Kafka cannot be reached; a client without
-    credentials of the state directory's secured broker is told where its settings are."""
+    """Fail fast with a helpful message when Kafka cannot be reached or refuses this client
+    (a client without credentials of the state directory's secured broker is told where its
+    settings are); a broker that accepts connections but is silent is waited for up to the
+    outage limit, as any outage is (exit code 4 past it)."""
     try:
-        check_reachable(cfg.kafka_client(), timeout=10.0)
+        check_reachable(cfg.kafka_client(), timeout=10.0, outage_limit=cfg["kafka.outage_limit"])
     except KafkaUnavailable as exc:
-        raise CommandError(f"{exc}{_secured_hint(cfg)}") from None
+        hint = "" if isinstance(exc, KafkaOutage) else _secured_hint(cfg)
+        raise CommandError(f"{exc}{hint}", exc.exit_code) from None
 
 
 def _secured_hint(cfg: Config) -> str:

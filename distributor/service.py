@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 
 from config import BY_PATH, Config, ConfigError, one_line
-from config.exitcodes import EXIT_FAILED, EXIT_OK
+from config.exitcodes import EXIT_OK
 from distributor.engine import Engine
 from distributor.params import Params
 from distributor.records import PeriodResult
@@ -146,7 +146,7 @@ class Service:
         failure, 4 when Kafka did not answer for the outage limit (it waits that long)."""
         stop = stop or threading.Event()
         try:
-            check_reachable(self.conf, timeout=REACH_TIMEOUT_S)
+            check_reachable(self.conf, timeout=REACH_TIMEOUT_S, outage_limit=self.outage_limit)
             probe = EndOffsets(self.conf)
             try:
                 probe.partitions(self.status_topic)  # fails now if it does not exist
@@ -154,9 +154,9 @@ class Service:
                 ends = probe(self.metrics_topic)
             finally:
                 probe.close()
-        except KafkaUnavailable as exc:  # also an outage while recovering: 1, not 4
+        except KafkaUnavailable as exc:  # 4 when silent past the outage limit, else 1
             log.error("%s", one_line(exc))
-            return EXIT_FAILED
+            return exc.exit_code
         metrics = consumer(self.conf)
         sender = Sender(self.conf, outage_limit=self.outage_limit)
         try:

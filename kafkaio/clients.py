@@ -22,8 +22,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from config import ConfigError
+from kafkaio import listener
 from kafkaio.errors import KafkaUnavailable, TopicMissing
 from kafkaio.java_conf import librdkafka_conf
+from kafkaio.listener import Listener
+from kafkaio.retry import Outage
 
 # librdkafka writes its log lines ("%3|...|FAIL|rdkafka#consumer-1| ... Connection refused") to
 # the process's stderr from its own threads, for as long as a client lives, also after the
@@ -35,6 +38,7 @@ from kafkaio.java_conf import librdkafka_conf
 # not polled for a while says it all at once); librdkafka keeps its notices to itself (they
 # would only queue up in clients that are rarely polled), and its debug lines come when a
 # client is given librdkafka's ``debug`` property.
+log = logging.getLogger("geops.kafka")
 LIBRDKAFKA_LOG = logging.getLogger("geops.kafka.librdkafka")
 LIBRDKAFKA_LOG.setLevel(logging.WARNING)
 LIBRDKAFKA_LOG_LEVEL = 4  # syslog's warning: what librdkafka passes on
@@ -177,10 +181,18 @@ _QUIET_LOG.addHandler(logging.NullHandler())
 _QUIET_LOG.propagate = False
 
 
-def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
-    """Raise KafkaUnavailable with a helpful message unless the cluster answers metadata:
-    credentials refused, a certificate not trusted, a listener that wants another protocol,
-    or nothing listening."""
+def check_reachable(conf: Mapping[str, str], timeout: float = 10.0,
+                    outage_limit: float | None = None) -> None:
+    """Return once the cluster answers metadata; otherwise say what stands in the way.
+
+    What no retry mends ends the wait at once with ``KafkaUnavailable``: credentials refused,
+    a certificate not trusted, a listener that answers in another protocol. Nothing listening,
+    or a listener that speaks the client's protocol but does not serve it, ends it after
+    ``timeout``. A broker that accepts connections but does not answer (paused, partitioned,
+    still starting) is an outage like any later one: with ``outage_limit`` it is waited for
+    with back-off and a warning now and then, and ``KafkaOutage`` ends the wait past the limit;
+    without one it is ``KafkaUnavailable`` after ``timeout``, for callers that retry themselves.
+    """
     failed: dict[int, str] = {}
 
     def on_error(err: KafkaError) -> None:
@@ -188,16 +200,35 @@ def check_reachable(conf: Mapping[str, str], timeout: float = 10.0) -> None:
 
     client = _make(AdminClient, client_conf(conf, {"error_cb": on_error,
                                                    "logger": _QUIET_LOG}))
-    deadline = time.monotonic() + timeout
+    servers = str(conf.get("bootstrap.servers") or "")
+    protocol = str(conf.get("security.protocol", "plaintext"))
+    started = time.monotonic()
+    outage: Outage | None = None
     while True:  # short requests, so refused credentials or TLS end the wait at once
+        step = max(min(_PROBE_STEP_S, started + timeout - time.monotonic()), 0.05)
         try:
-            client.list_topics(timeout=max(min(_PROBE_STEP_S, deadline - time.monotonic()),
-                                           0.05))
+            client.list_topics(timeout=_PROBE_STEP_S if outage is not None else step)
+            if outage is not None:
+                outage.ok()
             return
         except KafkaException as exc:
             client.poll(0)  # serves the error callbacks the failed request queued
-            if time.monotonic() >= deadline or failed.keys() & _DEFINITE:
-                raise KafkaUnavailable(_unreachable(exc, conf, failed)) from None
+            last = exc
+        if failed.keys() & _DEFINITE:
+            raise KafkaUnavailable(_refused(conf, failed))
+        met = listener.probe(servers, protocol)
+        if met is Listener.FOREIGN:
+            raise KafkaUnavailable(_other_protocol(servers, protocol))
+        if met is Listener.SILENT and outage_limit is not None:
+            if outage is None:
+                outage = Outage(servers, outage_limit)
+                log.warning("Kafka at %s accepts connections but does not answer; waiting for "
+                            "it up to the outage limit of %.0f s (kafka.outage_limit / "
+                            "--outage-limit)", servers, outage_limit)
+            outage.failed(f"connecting: it {Listener.SILENT.value}", silent_since=started)
+            continue
+        if time.monotonic() - started >= timeout:
+            raise KafkaUnavailable(_unreachable(last, servers, protocol, met, timeout))
 
 
 _PROBE_STEP_S = 0.5
@@ -205,33 +236,34 @@ _PROBE_STEP_S = 0.5
 _DEFINITE = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 
 
-def _unreachable(exc: KafkaException, conf: Mapping[str, str], failed: dict[int, str]) -> str:
+def _refused(conf: Mapping[str, str], failed: dict[int, str]) -> str:
     servers = conf.get("bootstrap.servers")
     if KafkaError._AUTHENTICATION in failed:
         return (f"Kafka at {servers} refused the credentials: "
                 f"{_ATTEMPT.sub('', failed[KafkaError._AUTHENTICATION])}; check "
                 f"sasl.username/sasl.password (or the SSL settings) of [kafka.client] / -X")
-    if KafkaError._SSL in failed:
-        return (f"the TLS handshake with Kafka at {servers} failed: "
-                f"{_ATTEMPT.sub('', failed[KafkaError._SSL])}")
-    protocol = str(conf.get("security.protocol", "plaintext"))
-    if _listening(str(servers or "")):
-        return (f"Kafka at {servers} accepts connections but closed them before answering: "
-                f"its listener likely wants another security protocol than this client's "
-                f"security.protocol={protocol} (e.g. SASL_SSL: TLS, then SASL)")
+    return (f"the TLS handshake with Kafka at {servers} failed: "
+            f"{_ATTEMPT.sub('', failed[KafkaError._SSL])}")
+
+
+def _other_protocol(servers: str, protocol: str) -> str:
+    wants = ("PLAINTEXT or SASL_PLAINTEXT: no TLS" if protocol.lower() in ("ssl", "sasl_ssl")
+             else "e.g. SASL_SSL: TLS, then SASL")
+    return (f"Kafka at {servers} answers in another security protocol than this client's "
+            f"security.protocol={protocol}: its listener wants {wants}")
+
+
+def _unreachable(exc: KafkaException, servers: str, protocol: str, met: Listener,
+                 timeout: float) -> str:
+    if met is Listener.SILENT:
+        return (f"Kafka at {servers} accepts connections but has not answered for "
+                f"{timeout:.0f} s (a paused, partitioned or starting broker)")
+    if met is Listener.ANSWERS:
+        return (f"Kafka at {servers} answers but closed this client's requests for "
+                f"{timeout:.0f} s: its listener may want another security protocol than this "
+                f"client's security.protocol={protocol} (e.g. SASL_PLAINTEXT: SASL, then "
+                f"requests)")
     return _explain(exc, servers)
-
-
-def _listening(servers: str) -> bool:
-    """Whether the first bootstrap server accepts a TCP connection."""
-    import socket
-
-    host, _, port = servers.split(",")[0].strip().rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=2):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 # The broker's answers that say an ACL does not allow the request, by what they name.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,12 @@ def test_what_a_part_may_not_do_is_refused_in_one_line(secured, a_file, tmp_path
         args = ["app", "--master", "local[1]"]
     else:
         args = ["tail", "--topic", "matches", "--from-beginning", "--until-idle", "1s"]
+    started = time.monotonic()
     done = geops(secured, part, *args, **env)
+    took = time.monotonic() - started
     assert done.returncode != 0
+    if case == "no TLS":  # the listener answered in TLS: said at once, never waited out
+        assert took < 10, took
     lines = done.stderr.strip().splitlines()
     if part == "app":  # the app logs to stdout (Spark to stderr): its errors are geops.app's
         lines = [line for line in done.stdout.splitlines() if " geops.app ERROR " in line]
@@ -105,9 +110,11 @@ def test_a_three_node_cluster_is_secured_the_same_way(tmp_path, a_file):
 def test_a_client_without_credentials_is_told_where_they_are(secured):
     env = secured.env("subscriber", GEOPS_OUTAGE_LIMIT="15s")
     del env["GEOPS_CONFIG"]  # the state directory's broker, found from its record
+    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "cli.main", "tail", "--topic", "matches",
                            "--until-idle", "1s"], env=env, capture_output=True, text=True,
                           timeout=120)
+    assert time.monotonic() - started < 10  # a plaintext client at the TLS listener: at once
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr

@@ -128,6 +128,10 @@ class Procs:
         return self._add(Proc("distributor", ["distributor", *DISTRIBUTOR_FLAGS, *flags], env,
                               self.logdir))
 
+    def geops(self, name: str, env: dict[str, str], *args: str) -> Proc:
+        """Any other geops command, logged as ``name``."""
+        return self._add(Proc(name, list(args), env, self.logdir))
+
     def _add(self, proc: Proc) -> Proc:
         self.started.append(proc)
         return proc
