@@ -215,8 +215,22 @@ function markerPlugin() {
   }] } };
 }
 
+// The plot takes the chart's box less its padding and its head, one line or two.
 function chartSize(el) {
-  return { width: Math.max(200, el.clientWidth - 12), height: Math.max(90, el.clientHeight - 26) };
+  const head = el.querySelector(".chart-head").offsetHeight;
+  return { width: Math.max(200, el.clientWidth - 12),
+    height: Math.max(90, el.clientHeight - 8 - head) };
+}
+
+// The width of a y axis: 48 px, or more when its longest label needs it (five-digit event
+// rates on the right of the rates chart), so that no label is cut off at the chart's edge.
+function fitLabels(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return axis._size;
+  u.ctx.font = axis.font[0];
+  const widest = Math.max(0, ...(values || []).map((v) => u.ctx.measureText(v).width));
+  const ticks = axis.ticks.show ? axis.ticks.size : 0;
+  return Math.max(48, Math.ceil(ticks + axis.gap + widest / uPlot.pxRatio));
 }
 
 // rightScale: the name of a second y scale, drawn on the right, for series that say it
@@ -224,8 +238,8 @@ function makeChart(id, series, data, yLabel, rightScale) {
   const el = $(id);
   if (charts[id]) charts[id].destroy();
   const axes = [{ size: 28, font: "10px system-ui" },
-    { size: 48, font: "10px system-ui", label: yLabel, labelSize: 0 }];
-  if (rightScale) axes.push({ scale: rightScale, side: 1, size: 48, font: "10px system-ui",
+    { size: fitLabels, font: "10px system-ui", label: yLabel, labelSize: 0 }];
+  if (rightScale) axes.push({ scale: rightScale, side: 1, size: fitLabels, font: "10px system-ui",
     grid: { show: false } });
   const opts = {
     ...chartSize(el),
