@@ -192,7 +192,7 @@ const charts = {};
 function markerPlugin() {
   return { hooks: { draw: [(u) => {
     const dpr = window.devicePixelRatio || 1;
-    const { top, height } = u.bbox;
+    const { left, top, width, height } = u.bbox;
     const ctx = u.ctx;
     ctx.save();
     ctx.strokeStyle = "#b42318";
@@ -200,6 +200,7 @@ function markerPlugin() {
     ctx.lineWidth = dpr;
     ctx.setLineDash([4 * dpr, 3 * dpr]);
     ctx.font = `${10 * dpr}px system-ui, sans-serif`;
+    ctx.textBaseline = "alphabetic";
     for (const r of rebalances) {
       const x = r.time_ms / 1000;
       if (x < u.scales.x.min || x > u.scales.x.max) continue;
@@ -208,8 +209,12 @@ function markerPlugin() {
       ctx.moveTo(px, top);
       ctx.lineTo(px, top + height);
       ctx.stroke();
-      ctx.fillText(`e${r.epoch} · ${plural(r.moves.length, "move")}`, px + 3 * dpr,
-        top + 11 * dpr);
+      // the label right of its line, or left of it where it would pass the plot's right edge
+      // (the axes leave the canvas's alignment as they drew their last label: set it here)
+      const label = `e${r.epoch} · ${plural(r.moves.length, "move")}`;
+      const right = px + 3 * dpr + ctx.measureText(label).width <= left + width;
+      ctx.textAlign = right ? "left" : "right";
+      ctx.fillText(label, right ? px + 3 * dpr : px - 3 * dpr, top + 11 * dpr);
     }
     ctx.restore();
   }] } };
