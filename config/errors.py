@@ -1,12 +1,12 @@
 """How geops fails: one base error, its exit code, and the line a user reads.
 
 Every error geops raises on purpose derives from ``GeopsError`` and lives in its package's
-``errors.py`` (``config``, ``schemas``, ``geops``, ``kafkaio``, ``app``, ``bench``, ``cli``).
-It carries the exit code that ends a process it stops as ``exit_code`` (a class attribute from
-``config.exitcodes``; ``EXIT_FAILED`` unless the class says otherwise), and its message is
-meant for the user: ``one_line`` renders it, so the command, the app and the distributor
-report an error the same way. Errors that callers catch as ``ValueError`` or ``RuntimeError``
-keep that as a second base.
+``errors.py`` (``config``, ``schemas``, ``geops``, ``kafkaio``, ``app``, ``distributor``,
+``bench``, ``cli``). It carries the exit code that ends a process it stops as ``exit_code`` (a
+class attribute from ``config.exitcodes``; ``EXIT_FAILED`` unless the class says otherwise),
+and its message is meant for the user: ``one_line`` renders it, so the command, the app and the
+distributor report an error the same way. Errors that callers catch as ``ValueError`` or
+``RuntimeError`` keep that as a second base.
 """
 
 from __future__ import annotations

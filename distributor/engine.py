@@ -42,6 +42,7 @@ from typing import Any
 from distributor.adaptive import AdaptiveModel, Batch, field_number
 from distributor.decisions import Outcome, Situation, decide, decide_adaptive
 from distributor.epoch import LAST_EPOCH, Epochs, last_epoch_reason
+from distributor.errors import ShapeError
 from distributor.loads import LONG_MAX, EpochLoads
 from distributor.params import DEFAULTS, Params
 from distributor.policies import Policy, make_policy
@@ -95,7 +96,7 @@ class Engine:
         self._due = False
         if partitions is not None or workers is not None:
             if partitions is None or workers is None or partitions < 1 or workers < 1:
-                raise ValueError(f"give both partitions and workers (>= 1), got "
+                raise ShapeError(f"give both partitions and workers (>= 1), got "
                                  f"P={partitions}, W={workers}")
             self._set_shape(partitions, workers)
 

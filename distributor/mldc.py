@@ -12,12 +12,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from distributor.errors import ShapeError
+
 
 def worker_loads(partition_loads: Sequence[float], assignment: Sequence[int],
                  workers: int) -> list[float]:
     """Sum of the partition loads each worker owns under ``assignment`` (index = partition)."""
     if len(partition_loads) != len(assignment):
-        raise ValueError(f"{len(partition_loads)} partition loads for an assignment of "
+        raise ShapeError(f"{len(partition_loads)} partition loads for an assignment of "
                          f"{len(assignment)} partitions")
     per_worker: list[list[float]] = [[] for _ in range(workers)]
     for load, worker in zip(partition_loads, assignment, strict=True):
@@ -60,7 +62,7 @@ def owner_loads(partition_loads: Sequence[float], owners: Sequence[int | Sequenc
     owner takes the same share of its items. With one owner each this is ``worker_loads``.
     """
     if len(partition_loads) != len(owners):
-        raise ValueError(f"{len(partition_loads)} partition loads for owners of "
+        raise ShapeError(f"{len(partition_loads)} partition loads for owners of "
                          f"{len(owners)} partitions")
     owners = as_owners(owners)
     if all(len(o) == 1 for o in owners):
@@ -68,7 +70,7 @@ def owner_loads(partition_loads: Sequence[float], owners: Sequence[int | Sequenc
     per_worker: list[list[float]] = [[] for _ in range(workers)]
     for load, own in zip(partition_loads, owners, strict=True):
         if not own:
-            raise ValueError("a partition without an owner")
+            raise ShapeError("a partition without an owner")
         share = load / len(own)
         for w in own:
             per_worker[w].append(share)

@@ -15,6 +15,7 @@ from typing import Any
 
 import config
 from config.choices import DISTRIBUTOR_MODES, FIRST_PERIODS, METRICS
+from distributor.errors import InvalidParams
 
 DEFAULTS = config.defaults()["distributor"]
 # When the first period ends: as soon as M items are in (our default), or after the full D as
@@ -50,27 +51,27 @@ class Params:
         for name, allowed in (("metric", METRICS), ("mode", DISTRIBUTOR_MODES),
                               ("first_period", FIRST_PERIODS)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed.names}, got "
-                                 f"{getattr(self, name)!r}")
+                raise InvalidParams(f"{name} must be one of {allowed.names}, got "
+                                    f"{getattr(self, name)!r}")
         for name in ("threshold", "min_improvement", "min_saving", "safety_margin",
                      "stability_tolerance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not (
                     0 <= value < float("inf")):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise InvalidParams(f"{name} must be a finite number >= 0, got {value!r}")
         for name in ("min_items", "wait_periods"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+                raise InvalidParams(f"{name} must be an integer >= 0, got {value!r}")
         value = self.resync_periods
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"resync_periods must be an integer >= 1, got {value!r}")
+            raise InvalidParams(f"resync_periods must be an integer >= 1, got {value!r}")
         if self.mode == "adaptive" and self.metric != "LB":
-            raise ValueError("mode adaptive (the default) decides on processing time: it needs "
-                             f"metric LB, got {self.metric!r}; mode dynamic (Table 1) takes DB")
+            raise InvalidParams("mode adaptive (the default) decides on processing time: it needs "
+                                f"metric LB, got {self.metric!r}; mode dynamic (Table 1) takes DB")
         if not 0 < self.stability_tolerance <= 1:
-            raise ValueError(f"stability_tolerance must be in (0, 1], got "
-                             f"{self.stability_tolerance!r}")
+            raise InvalidParams(f"stability_tolerance must be in (0, 1], got "
+                                f"{self.stability_tolerance!r}")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Params:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distributor.engine import Engine
+from distributor.errors import ReplayInputError
 from distributor.params import Params
 from distributor.policies import Policy
 from schemas.assignment import initial_assignment, owners_of
@@ -46,9 +47,10 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
     """
     params = params or Params(mode="dynamic")
     if params.metric == "LB" and processing_ns is None:
-        raise ValueError("metric LB needs processing_ns")
+        raise ReplayInputError("metric LB needs processing_ns")
     if processing_ns is not None and len(processing_ns) != len(items):
-        raise ValueError(f"{len(items)} periods of items, {len(processing_ns)} of processing_ns")
+        raise ReplayInputError(f"{len(items)} periods of items, {len(processing_ns)} of "
+                               "processing_ns")
     if not items:
         return ReplayResult([], [], [])
     partitions = len(items[0])
@@ -61,8 +63,8 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
     commands: list[dict[str, Any]] = []
     for k, period_items in enumerate(items):
         if len(period_items) != partitions:
-            raise ValueError(f"period {k} has {len(period_items)} partitions, expected "
-                             f"{partitions}")
+            raise ReplayInputError(f"period {k} has {len(period_items)} partitions, expected "
+                                   f"{partitions}")
         now = (k + 1) * period_ms
         if commands and commands[-1]["epoch"] > epoch:
             epoch, assignment = commands[-1]["epoch"], list(commands[-1]["assignment"])
@@ -78,7 +80,7 @@ def replay(items: Sequence[Sequence[int]], processing_ns: Sequence[Sequence[int]
                     "worker": w, "items": items_p // n + (i < items_p % n),
                     "processing_ns": ns // n + (i < ns % n), "time": now})
                 if problem:
-                    raise ValueError(f"period {k}, partition {p}: {problem}")
+                    raise ReplayInputError(f"period {k}, partition {p}: {problem}")
         result = engine.end_period(now)
         statuses.append(result.status)
         assignments.append(list(assignment))

@@ -36,6 +36,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from config import BY_PATH, Config, ConfigError, one_line
 from config.exitcodes import EXIT_OK
 from distributor.engine import Engine
+from distributor.errors import InvalidParams
 from distributor.params import Params
 from distributor.records import PeriodResult
 from kafkaio.clients import check_reachable, consumer
@@ -68,11 +69,11 @@ def build_engine(cfg: Config) -> Engine:
         if param.name in settings:
             try:
                 Params(**{"mode": "dynamic", param.name: settings[param.name]})
-            except ValueError as exc:
+            except InvalidParams as exc:
                 raise _config_error(f"distributor.{param.name}", str(exc)) from None
     try:  # then together: mode adaptive needs metric LB
         Params.from_settings(settings)
-    except ValueError as exc:
+    except InvalidParams as exc:
         raise _config_error("distributor.metric", f"{settings['metric']} with "
                             f"{BY_PATH['distributor.mode'].flag} {settings['mode']}: {exc}"
                             ) from None

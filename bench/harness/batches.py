@@ -1,15 +1,23 @@
-"""What the app's BatchSummary records say of its work: the cost of a batch (fixed plus per
-record, fitted by least squares) and the throughput over a window of time."""
+"""What the app's BatchSummary records say of its work: one summary per batch, the cost of a
+batch (fixed plus per record, fitted by least squares) and the throughput over a window of
+time."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 # A batch of at most this many records is a small (live) one: its fit gives the fixed cost that
 # a person watching a geofence waits for, unmixed with the backlog's large batches.
 SMALL_BATCH = 5_000
+
+
+def dedupe_batches(summaries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One summary per batch id, in batch order (a replayed batch reports again; the last one
+    counts)."""
+    return sorted({s["batch_id"]: s for s in summaries}.values(), key=lambda s: s["batch_id"])
 
 
 def fit(records: Sequence[float], ms: Sequence[float]) -> tuple[float, float, float]:

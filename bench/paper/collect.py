@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import config
+from bench.harness.batches import dedupe_batches
 from bench.paper.plan import RunSpec
 from kafkaio.dump import by_schema
 
@@ -29,16 +30,11 @@ def read_run(cfg: config.Config) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _dedupe_batches(summaries: list[dict]) -> list[dict]:
-    """One summary per batch id (a replayed batch reports again; keep the last)."""
-    return sorted({s["batch_id"]: s for s in summaries}.values(), key=lambda s: s["batch_id"])
-
-
 def run_rows(spec: RunSpec, data: dict[str, list[dict]], wall_s: float) -> dict[str, list[dict]]:
     """The rows this run contributes to runs.csv, batches.csv, loads.csv, status.csv and
     moves.csv."""
     rid = spec.run_id
-    batches = [s for s in _dedupe_batches(data.get("BatchSummary", [])) if s["records"]]
+    batches = [s for s in dedupe_batches(data.get("BatchSummary", [])) if s["records"]]
     if not batches:
         raise ValueError(f"{rid}: the app reported no batch with records")
     records = sum(s["records"] for s in batches)

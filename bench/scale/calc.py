@@ -9,6 +9,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench.harness.batches import dedupe_batches
+
 STATIC_LINE = re.compile(
     r"static data: (?P<bytes>\d+) bytes in (?P<partitions>\d+) partitions \((?P<per_sub>[\d.]+) "
     r"bytes per subscription, the largest partition (?P<largest>\d+) bytes\), built on the "
@@ -77,11 +79,6 @@ def failure_reason(text: str, limit: int = 300) -> str:
         if any(h in ln for h in ERROR_HINTS):
             return ln[:limit]
     return (lines[-1] if lines else "(empty log)")[:limit]
-
-
-def dedupe_batches(summaries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One summary per batch id (a replayed batch reports again; the last one counts)."""
-    return sorted({s["batch_id"]: s for s in summaries}.values(), key=lambda s: s["batch_id"])
 
 
 def summarise(batches: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, Any]],

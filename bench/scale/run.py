@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.harness.batches import dedupe_batches
 from bench.harness.csv_tables import append_csv
 from bench.harness.deployment import session_env, unique_prefix
 from bench.harness.errors import BenchFailed
@@ -46,7 +47,6 @@ from bench.harness.processes import GEOPS, REPO, Processes
 from bench.harness.publisher import now_ms
 from bench.scale.calc import (
     batch_rows,
-    dedupe_batches,
     failure_reason,
     forced_assignment,
     parse_app_log,

@@ -192,7 +192,7 @@ const charts = {};
 function markerPlugin() {
   return { hooks: { draw: [(u) => {
     const dpr = window.devicePixelRatio || 1;
-    const { top, height } = u.bbox;
+    const { left, top, width, height } = u.bbox;
     const ctx = u.ctx;
     ctx.save();
     ctx.strokeStyle = "#b42318";
@@ -200,6 +200,7 @@ function markerPlugin() {
     ctx.lineWidth = dpr;
     ctx.setLineDash([4 * dpr, 3 * dpr]);
     ctx.font = `${10 * dpr}px system-ui, sans-serif`;
+    ctx.textBaseline = "alphabetic";
     for (const r of rebalances) {
       const x = r.time_ms / 1000;
       if (x < u.scales.x.min || x > u.scales.x.max) continue;
@@ -208,15 +209,33 @@ function markerPlugin() {
       ctx.moveTo(px, top);
       ctx.lineTo(px, top + height);
       ctx.stroke();
-      ctx.fillText(`e${r.epoch} · ${plural(r.moves.length, "move")}`, px + 3 * dpr,
-        top + 11 * dpr);
+      // the label right of its line, or left of it where it would pass the plot's right edge
+      // (the axes leave the canvas's alignment as they drew their last label: set it here)
+      const label = `e${r.epoch} · ${plural(r.moves.length, "move")}`;
+      const right = px + 3 * dpr + ctx.measureText(label).width <= left + width;
+      ctx.textAlign = right ? "left" : "right";
+      ctx.fillText(label, right ? px + 3 * dpr : px - 3 * dpr, top + 11 * dpr);
     }
     ctx.restore();
   }] } };
 }
 
+// The plot takes the chart's box less its padding and its head, one line or two.
 function chartSize(el) {
-  return { width: Math.max(200, el.clientWidth - 12), height: Math.max(90, el.clientHeight - 26) };
+  const head = el.querySelector(".chart-head").offsetHeight;
+  return { width: Math.max(200, el.clientWidth - 12),
+    height: Math.max(90, el.clientHeight - 8 - head) };
+}
+
+// The width of a y axis: 48 px, or more when its longest label needs it (five-digit event
+// rates on the right of the rates chart), so that no label is cut off at the chart's edge.
+function fitLabels(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return axis._size;
+  u.ctx.font = axis.font[0];
+  const widest = Math.max(0, ...(values || []).map((v) => u.ctx.measureText(v).width));
+  const ticks = axis.ticks.show ? axis.ticks.size : 0;
+  return Math.max(48, Math.ceil(ticks + axis.gap + widest / uPlot.pxRatio));
 }
 
 // rightScale: the name of a second y scale, drawn on the right, for series that say it
@@ -224,8 +243,8 @@ function makeChart(id, series, data, yLabel, rightScale) {
   const el = $(id);
   if (charts[id]) charts[id].destroy();
   const axes = [{ size: 28, font: "10px system-ui" },
-    { size: 48, font: "10px system-ui", label: yLabel, labelSize: 0 }];
-  if (rightScale) axes.push({ scale: rightScale, side: 1, size: 48, font: "10px system-ui",
+    { size: fitLabels, font: "10px system-ui", label: yLabel, labelSize: 0 }];
+  if (rightScale) axes.push({ scale: rightScale, side: 1, size: fitLabels, font: "10px system-ui",
     grid: { show: false } });
   const opts = {
     ...chartSize(el),

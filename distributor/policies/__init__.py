@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from config import choices
+from distributor.errors import UnknownPolicy
 from distributor.policies.base import OwnersPolicy, Policy, added_owners, propose_owners
 from distributor.policies.greedy import GreedyPolicy
 from distributor.policies.llfd import LLFDPolicy
@@ -30,11 +31,12 @@ POLICIES: dict[str, Callable[..., Policy]] = choices.POLICIES.table({
 
 
 def make_policy(name: str, **options: Any) -> Policy:
-    """A new policy by its registered name; ValueError naming the known ones otherwise."""
+    """A new policy by its registered name; UnknownPolicy naming the known ones otherwise."""
     try:
         factory = POLICIES[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+        raise UnknownPolicy(f"unknown policy {name!r}; known: "
+                            f"{', '.join(sorted(POLICIES))}") from None
     return factory(**options)
 
 

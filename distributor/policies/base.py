@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from distributor.errors import ShapeError
 from distributor.mldc import as_owners
 from schemas.assignment import Owners
 
@@ -79,6 +80,6 @@ def added_owners(old: Sequence[Sequence[int]], new: Sequence[Sequence[int]]
     static data is shipped from the partition's old primary owner. A single-owner move is one
     such entry; a dropped replica ships nothing and is no entry."""
     if len(old) != len(new):
-        raise ValueError(f"owners of {len(old)} and {len(new)} partitions")
+        raise ShapeError(f"owners of {len(old)} and {len(new)} partitions")
     return [(p, int(a[0]), int(w)) for p, (a, b) in enumerate(zip(old, new, strict=True))
             for w in b if w not in a]

@@ -43,6 +43,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
+from distributor.errors import InvalidPolicyOption, ShapeError
 from distributor.mldc import worker_loads
 
 _REL_EPS = 1e-9        # float slack, relative to the mean worker load
@@ -227,8 +228,8 @@ class GreedyPolicy:
 
     def __init__(self, tolerance: float = 0.01, precision: float = 1e-3):
         if not 0 <= tolerance < math.inf or not 0 < precision < math.inf:
-            raise ValueError(f"need tolerance >= 0 and precision > 0, got {tolerance}, "
-                             f"{precision}")
+            raise InvalidPolicyOption(f"need tolerance >= 0 and precision > 0, got {tolerance}, "
+                                      f"{precision}")
         self.tolerance = tolerance
         self.precision = precision
 
@@ -239,7 +240,7 @@ class GreedyPolicy:
         old = list(assignment)
         cost = [0.0] * len(loads) if costs is None else [float(c) for c in costs]
         if not len(loads) == len(old) == len(cost):
-            raise ValueError(f"{len(loads)} loads, {len(old)} owners, {len(cost)} costs")
+            raise ShapeError(f"{len(loads)} loads, {len(old)} owners, {len(cost)} costs")
         total = math.fsum(loads)
         if workers < 2 or total <= 0:
             return old

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from distributor.errors import InvalidPolicyOption
 from distributor.policies import migration
 from schemas.assignment import Owners
 
@@ -24,7 +25,7 @@ class LLFDPolicy:
 
     def __init__(self, theta: float = migration.THETA):
         if not 0 <= theta < 10:
-            raise ValueError(f"need 0 <= theta < 10, got {theta}")
+            raise InvalidPolicyOption(f"need 0 <= theta < 10, got {theta}")
         self.theta = theta
 
     def psi(self, share: float, size: float) -> float:

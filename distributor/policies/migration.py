@@ -37,6 +37,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 
+from distributor.errors import ShapeError
 from distributor.mldc import owner_loads
 from schemas.assignment import Owners
 
@@ -97,10 +98,10 @@ def rebalance(partition_loads: Sequence[float], owners: Sequence[Sequence[int]],
     P = len(loads)
     old = current_owners(owners)
     if len(old) != P:
-        raise ValueError(f"{P} loads, owners of {len(old)} partitions")
+        raise ShapeError(f"{P} loads, owners of {len(old)} partitions")
     size = [0.0] * P if costs is None else [float(c) for c in costs]
     if len(size) != P:
-        raise ValueError(f"{P} loads, {len(size)} costs")
+        raise ShapeError(f"{P} loads, {len(size)} costs")
     k = [1] * P if replicas is None else [max(1, min(int(r), workers)) for r in replicas]
     total = math.fsum(loads)
     if workers < 2 or total <= 0:

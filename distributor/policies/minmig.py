@@ -11,6 +11,7 @@ are the cheap ones. One owner per partition (replicas are dropped when that bala
 
 from __future__ import annotations
 
+from distributor.errors import InvalidPolicyOption
 from distributor.policies import migration
 from distributor.policies.llfd import LLFDPolicy
 
@@ -24,7 +25,7 @@ class MinMigPolicy(LLFDPolicy):
     def __init__(self, theta: float = migration.THETA, beta: float = migration.BETA):
         super().__init__(theta)
         if not 0 < beta < 10:
-            raise ValueError(f"need 0 < beta < 10, got {beta}")
+            raise InvalidPolicyOption(f"need 0 < beta < 10, got {beta}")
         self.beta = beta
         self._gamma = migration.by_load_per_byte(beta)
 

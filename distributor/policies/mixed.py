@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from distributor.errors import InvalidPolicyOption
 from distributor.policies import migration
 from distributor.policies.minmig import MinMigPolicy
 from schemas.assignment import Owners, initial_assignment
@@ -32,7 +33,7 @@ class MixedPolicy(MinMigPolicy):
                  table_max: int | None = None):
         super().__init__(theta, beta)
         if table_max is not None and table_max < 0:
-            raise ValueError(f"need table_max >= 0, got {table_max}")
+            raise InvalidPolicyOption(f"need table_max >= 0, got {table_max}")
         self.table_max = table_max
 
     def propose_owners(self, partition_loads: Sequence[float], owners: Sequence[Owners],

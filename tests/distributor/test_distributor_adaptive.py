@@ -29,6 +29,7 @@ from distributor.adaptive import (
     sampling_tv,
     t95,
 )
+from distributor.errors import InvalidParams
 from schemas.assignment import initial_assignment
 from schemas.codec import SCHEMA_DIR, codec
 
@@ -305,7 +306,7 @@ def test_move_reports_are_checked():
 
 
 def test_adaptive_needs_the_lb_metric_and_sane_tunables():
-    with pytest.raises(ValueError, match="metric LB"):
+    with pytest.raises(InvalidParams, match="metric LB"):
         Params(mode="adaptive", metric="DB")
     with pytest.raises(ValueError, match="stability_tolerance"):
         Params(mode="adaptive", stability_tolerance=0.0)

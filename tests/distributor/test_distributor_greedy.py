@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distributor.errors import InvalidPolicyOption, ShapeError, UnknownPolicy
 from distributor.mldc import worker_loads
 from distributor.policies import POLICIES, GreedyPolicy, make_policy
 from schemas.assignment import moves_between
@@ -98,9 +99,9 @@ def test_nothing_to_gain_means_no_moves(loads, start, workers):
 
 
 def test_rejects_inconsistent_input():
-    with pytest.raises(ValueError, match="3 loads, 2 owners"):
+    with pytest.raises(ShapeError, match="3 loads, 2 owners"):
         GREEDY.propose([1, 2, 3], [0, 1], 2)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidPolicyOption):
         GreedyPolicy(tolerance=-1)
 
 
@@ -109,7 +110,7 @@ def test_registry_by_name():
     policy = make_policy("greedy", tolerance=0.0)
     assert isinstance(policy, GreedyPolicy) and policy.name == "greedy"
     assert policy.tolerance == 0.0
-    with pytest.raises(ValueError, match="unknown policy 'roundrobin'; known: greedy, llfd, "
+    with pytest.raises(UnknownPolicy, match="unknown policy 'roundrobin'; known: greedy, llfd, "
                        "minmig, mixed, replicate"):
         make_policy("roundrobin")
 

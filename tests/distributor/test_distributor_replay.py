@@ -5,6 +5,7 @@ import random
 import pytest
 
 from distributor import GreedyPolicy, Params, replay
+from distributor.errors import ReplayInputError
 from distributor.mldc import worker_loads
 from schemas.assignment import initial_assignment
 
@@ -67,9 +68,9 @@ def test_db_metric_needs_only_item_counts_and_lb_needs_times():
 
 def test_replay_checks_its_trace():
     assert replay([], workers=2, params=Params(mode="dynamic", metric="DB")).statuses == []
-    with pytest.raises(ValueError, match="period 1 has 3 partitions"):
+    with pytest.raises(ReplayInputError, match="period 1 has 3 partitions"):
         replay([[1, 2, 3, 4], [1, 2, 3]], workers=2, params=Params(mode="dynamic", metric="DB"))
-    with pytest.raises(ValueError, match="period 0, partition 0: malformed"):
+    with pytest.raises(ReplayInputError, match="period 0, partition 0: malformed"):
         replay([[-1, 2]], workers=2, params=Params(mode="dynamic", metric="DB"))
 
 
