@@ -390,8 +390,9 @@ class BatchRunner:
 
     def _kafka_rows(self, df: DataFrame) -> RDD:
         """The batch's Kafka records as rows of ``READ_COLUMNS`` (what ``decode_route_rows``
-        takes), in two py4j calls: ``df.select(*names).rdd`` made ~15 (a lookup and a call per
-        column, a list built element by element), ~10 ms of a batch's driver work."""
+        takes), in two py4j calls: ``df.select(*names).rdd`` made many (a lookup and a call per
+        column, a list built element by element), a visible part of a batch's driver work
+        (``docs/results/live/costs``)."""
         if self._read_columns is None:  # the same unresolved columns serve every batch
             functions = self.sc._jvm.org.apache.spark.sql.functions
             self._read_columns = self.sc._jvm.PythonUtils.toSeq(

@@ -85,7 +85,7 @@ class ControlChannel:
         best: Command | None = None
         while True:
             # The client fetches the assigned partition in the background, so what has arrived
-            # is already here: waiting for more (it waited 10 ms) cost every batch that long.
+            # is already here: waiting for more would cost every batch its timeout.
             msgs = self._consumer.consume(1000, timeout=0)
             if not msgs:
                 return best

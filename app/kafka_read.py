@@ -38,10 +38,10 @@ API_TIMEOUT_MS = 15_000
 # (the Java client's default is 500 ms): not at all. A consumer that read a range sends its next
 # fetch at once, at the range's end, and the broker parks it for this long; the connector's next
 # read (each fetch is followed by two ListOffsets, for the partition's earliest and latest
-# offsets) queues behind it on the same connection. Parked for 500 ms that cost up to 500 ms per
-# partition and batch (python -m bench.studies.read_ab, the connector page); parked for 10 ms it
-# still cost ~10 ms of the ~14 ms a small range took to read, against ~5 ms unparked
-# (docs/results/live/costs). The connector fetches only offsets the driver saw committed, so
+# offsets) queues behind it on the same connection, so every millisecond parked is a
+# millisecond added to each partition's read in every batch, most of what a small range takes
+# (python -m bench.studies.read_ab; docs/results/connector, docs/results/live/costs). The
+# connector fetches only offsets the driver saw committed, so
 # its fetches find records and nothing polls an idle topic.
 FETCH_MAX_WAIT_MS = 0
 # The driver tries its offset lookups again this far apart, with a new admin client each time,

@@ -63,9 +63,9 @@ class Change:
 
 class Prefetch:
     """Reads the subscriptions topic ahead, in a thread, from where the set stands: a batch
-    takes what is already read instead of asking the broker and reading while it waits (on the
-    development broker measured at ~5-90 ms per batch, ~10 % of a 500 ms batch at 1,000
-    changes/s). A broker
+    takes what is already read instead of asking the broker and reading while it waits, which
+    under a steady stream of changes was a measurable share of every batch
+    (``docs/results/churn/analysis.md``). A broker
     that stays away past the outage limit fails the thread, and the next ``take`` raises it."""
 
     # between looks at the end offsets, also after a look that read changes (reading again at

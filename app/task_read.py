@@ -4,12 +4,13 @@ join it, a large one in read tasks before them.
 A micro-batch read through Spark's connector is a stage of its own: the read tasks decode and
 route the records and hand each join task its items through a shuffle. For a small batch that
 stage, with the driver's planning of it and the join tasks' shuffle read, was about half of
-what the batch cost (~300 ms before, ~140 ms in one stage; ``docs/results/live/costs``).
+what the batch cost (``docs/results/live/costs``).
 Below ``app.one_stage_records`` records the app skips it: every join task reads the batch's
 offset ranges itself (they are in Spark's offset log, written before the batch runs), decodes
 them all and routes them to its own worker's partitions (``app.tasks.decode_route``). Each
-record is then read and decoded once per worker instead of once (~8 us a record), which with
-two workers still cost less than the read stage and its shuffle at every batch size measured;
+record is then read and decoded once per worker instead of once (cheap next to the join),
+which with two workers still cost less than the read stage and its shuffle at every batch size
+measured;
 the bound caps what one task holds at once, and a larger batch keeps the two stages.
 
 A large batch's read stage reads the same way (``app.large_batch_read`` direct): one read task

@@ -1,13 +1,15 @@
 """CSV tables on disk as rows: reading them (plain, gzipped or stored in parts), writing and
 appending them, and their cells as numbers.
 
-A table ``name.csv`` may be stored compressed as ``name.csv.gz`` (the large per-batch and
-per-partition tables in ``docs/results`` are), and one too large for a single file of the
-tree (over 2 MB compressed) in parts ``name.part-1.csv.gz``, ``name.part-2.csv.gz``, ..., each
-with the header. Reading ``name.csv`` reads ``name.csv.gz``, then the parts in order, then
-``name.csv``: the benchmarks append the rows of new runs to a plain ``name.csv``, so a resumed
-directory holds its older rows compressed and the newer ones beside them. Never keep a
-decompressed copy next to its ``.gz``: its rows would be read twice.
+A table ``name.csv`` may be stored compressed as ``name.csv.gz`` or ``name.csv.xz`` (the
+benchmarks write ``.gz``; the tables kept in ``docs/results`` are recompressed with
+``xz -9e``, which makes them about a third smaller), and one too large for a single file of
+the tree (over 2 MB compressed) in parts ``name.part-1.csv.xz``, ``name.part-2.csv.xz``, ...
+(or ``.gz``), each with the header. Reading ``name.csv`` reads ``name.csv.gz``, then
+``name.csv.xz``, then the parts in order, then ``name.csv``: the benchmarks append the rows of
+new runs to a plain ``name.csv``, so a resumed directory holds its older rows compressed and
+the newer ones beside them. Never keep a decompressed copy next to its compressed one: its
+rows would be read twice.
 
 A path whose name ends in ``.gz`` is written and read gzipped (with no time in the header, so
 the same rows give the same bytes), one ending in ``.xz`` xz-compressed (a minute of every
@@ -28,13 +30,18 @@ from typing import IO, Any
 Row = dict[str, str]
 
 
+PACKED = (".gz", ".xz")
+
+
 def stored(path: Path) -> list[Path]:
-    """The files that hold the table ``path`` names: ``<path>.gz``, its parts, then ``path``;
-    those that exist."""
+    """The files that hold the table ``path`` names: ``<path>.gz``, ``<path>.xz``, its parts,
+    then ``path``; those that exist."""
     path = Path(path)
-    parts = sorted(path.parent.glob(f"{path.stem}.part-*{path.suffix}.gz"),
+    parts = sorted((p for ext in PACKED
+                    for p in path.parent.glob(f"{path.stem}.part-*{path.suffix}{ext}")),
                    key=lambda p: int(p.name.split(".part-")[1].split(".")[0]))
-    return [p for p in (path.with_name(path.name + ".gz"), *parts, path) if p.exists()]
+    packed = [path.with_name(path.name + ext) for ext in PACKED]
+    return [p for p in (*packed, *parts, path) if p.exists()]
 
 
 def gzip_beside(path: Path) -> Path:
@@ -53,12 +60,12 @@ def _open(path: Path, mode: str = "r") -> IO[str]:
         packed = gzip.GzipFile(path, mode + "b", mtime=0)
         return io.TextIOWrapper(packed, encoding="utf-8", newline="")
     if path.name.endswith(".xz"):
-        return lzma.open(path, mode + "t", newline="", preset=9)
+        return lzma.open(path, mode + "t", newline="", preset=None if mode == "r" else 9)
     return open(path, mode, newline="")
 
 
 def iter_rows(path: Path, run_ids: Collection[str] | None = None) -> Iterator[Row]:
-    """Every row of the table ``path`` (see the module's note on ``.csv.gz``) as a dict of
+    """Every row of the table ``path`` (see the module's note on compressed tables) as a dict of
     strings, streamed; only the rows of ``run_ids`` when given (tested before a row becomes a
     dict, which matters for the 40 MB tables). Nothing when no file holds the table."""
     for part in stored(path):

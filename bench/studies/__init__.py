@@ -11,7 +11,7 @@ A study imports the harness (``bench.harness``), the product's packages and, of 
 only its package's public surface (``from bench.paper import ...``), never another study:
 what two studies share belongs to the harness (tests/bench/test_bench_layers.py).
 
-- ``ab_decode [DIR]``: the one-pass decoder A/B (``docs/results/ab-decode-2026-11-25/``).
+- ``ab_decode [DIR]``: the one-pass decoder A/B (its directory is in git history).
 - ``read_ab``: the app's reading path in two trees, interleaved (``docs/results/connector/``);
   ``read_path``: where a read task's time goes between the connector and Python.
 - ``hot_partitions``, ``hot_partitions_physical``, ``hot_split``: replication and the

@@ -1,10 +1,11 @@
-"""The one-pass decoder A/B's numbers (``docs/results/ab-decode-2026-11-25/``): throughput
-one-pass / frozen per mode and Dynamic LB STAL / Static STAL per side, per repeat and as ratio
-of means; then each run's steady-state milliseconds per 1,000 records outside the join stage
-and in it (``bench.paper.breakdown``).
+"""The one-pass decoder A/B's numbers (``docs/results/ab-decode-2026-11-25/``, kept in git
+history): throughput one-pass / frozen per mode and Dynamic LB STAL / Static STAL per side, per
+repeat and as ratio of means; then each run's steady-state milliseconds per 1,000 records
+outside the join stage and in it (``bench.paper.breakdown``).
 
-Usage: ``python -m bench.studies.ab_decode [DIR]`` (default: that directory). The tree keeps
-only the one-pass side; both sides' files are in git history at ``417aaa7``:
+Usage: ``python -m bench.studies.ab_decode [DIR]`` (default: that directory). The A/B was
+superseded by the gains page and left the tree; both sides' files are in git history at
+``417aaa7``:
 ``mkdir -p /tmp/ab && git archive 417aaa7 docs/results/ab-decode-2026-11-25 | tar -x -C /tmp/ab``,
 then pass ``/tmp/ab/docs/results/ab-decode-2026-11-25``.
 """

@@ -49,6 +49,16 @@ def test_a_table_stored_in_parts_reads_in_part_order(tmp_path: Path) -> None:
     assert [r["run_id"] for r in read_rows(tmp_path / "loads.csv")] == ["r1", "r2", "r10", "new"]
 
 
+def test_a_table_recompressed_with_xz_reads_as_the_plain_one(tmp_path: Path) -> None:
+    """How docs/results keeps its tables: ``name.csv.xz``, or parts ``name.part-N.csv.xz``."""
+    write_csv(tmp_path / "loads.csv.xz", RUNS)
+    for i in (2, 1):
+        write_csv(tmp_path / f"batches.part-{i}.csv.xz", [{"run_id": f"r{i}"}])
+    assert read_rows(tmp_path / "loads.csv") == read_rows(tmp_path / "loads.csv.xz")
+    assert [r["run_id"] for r in read_rows(tmp_path / "loads.csv")] == ["r0", "r1", "r2"]
+    assert [r["run_id"] for r in read_rows(tmp_path / "batches.csv")] == ["r1", "r2"]
+
+
 def test_rows_of_some_runs_only(tmp_path: Path) -> None:
     path = tmp_path / "loads.csv"
     write_csv(path, RUNS)
