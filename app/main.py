@@ -28,6 +28,7 @@ from config.exitcodes import (
     EXIT_FATAL,
     EXIT_OK,
     EXIT_OUTAGE,
+    EXIT_USAGE,
 )
 
 if TYPE_CHECKING:
@@ -172,6 +173,9 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
     from app.batch import BatchState, Topics
 
+    if cfg["app.mode"] == "real-time":
+        return run_real_time(cfg, starting_offsets)
+
     kafka_conf = cfg.kafka_client()
     events_on = cfg["app.events"] == "on"
     topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
@@ -226,6 +230,36 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         watchdog.disarm()
         spark.stop()
     return code
+
+
+def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
+    """Run the real-time path (``app.realtime``) until it is stopped or a task fails."""
+    from app.realtime.driver import RealTimeJob, slots, task_context
+    from kafkaio.clients import check_reachable
+    from kafkaio.errors import KafkaUnavailable
+
+    try:
+        check_reachable(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
+    except KafkaUnavailable as exc:
+        log.error("%s", one_line(exc))
+        return exc.exit_code
+    spark = _session(cfg)
+    watchdog = _watch(spark, cfg)
+    ready = ready_path(checkpoint_dir(cfg))
+    ready.unlink(missing_ok=True)
+    try:
+        workers = cfg["app.workers"] or slots(spark)
+        if slots(spark) < workers:
+            log.error("real-time mode needs a task slot for each of its %d workers and Spark "
+                      "offers %d: give the master more cores (local[%d]) or fewer --workers",
+                      workers, slots(spark), workers)
+            return EXIT_USAGE
+        job = RealTimeJob(spark, task_context(cfg, workers, starting_offsets)).start()
+        return job.wait(_stop_on_signals(), ready)
+    finally:
+        ready.unlink(missing_ok=True)
+        watchdog.disarm()
+        spark.stop()
 
 
 def _source_options(cfg: Config, topics: Topics, starting_offsets: str) -> dict[str, str]:

@@ -145,6 +145,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("app.on_data_loss", "app", "GEOPS_APP_ON_DATA_LOSS", "--on-data-loss", parse_str,
             "when offsets the query must read no longer exist: fail, or continue from the "
             "nearest valid offsets and record what was skipped", choices=("fail", "continue")),
+    Setting("app.mode", "app", "GEOPS_APP_MODE", "--mode", parse_str,
+            "how the app answers: micro-batch (Spark Structured Streaming, balanced by the "
+            "distributor) or real-time (long-running tasks that match each publication as it "
+            "arrives against the whole static side and write its Match at once)",
+            choices=("micro-batch", "real-time")),
     Setting("app.delivery", "app", "GEOPS_APP_DELIVERY", "--delivery", parse_str,
             "how a micro-batch's matches and metrics reach Kafka: exactly-once (one "
             "transaction per batch; a batch run again after a crash is not written twice) or "

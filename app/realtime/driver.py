@@ -1,0 +1,119 @@
+"""The driver of the real-time path: one Spark job whose tasks live as long as the app.
+
+The job has one task per worker (``app.workers``, default the cluster's cores); each runs
+``task.serve`` until the job is cancelled. A long-running task holds its slot for good, so the
+app refuses to start when Spark offers fewer slots than workers (one line: how many it needs and
+has). SIGTERM or SIGINT cancels the job: the tasks stop where they are, and a restart replays
+what they answered after their last commit (at least once). A task that fails ends the job;
+the app then ends with exit code 1 and the task's error in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from app.realtime.task import TaskContext, serve
+from config import Config
+from config.exitcodes import EXIT_FAILED, EXIT_OK
+
+log = logging.getLogger("geops.app.realtime")
+
+JOB_GROUP = "geops-real-time"
+# How often a task commits what it has answered: the most a crash replays, in time.
+COMMIT_INTERVAL_S = 0.2
+
+
+def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContext:
+    """What each task is given, from the resolved settings."""
+    publications = cfg.topic("publications")
+    digest = sha256(f"{publications}>{cfg.topic('matches')}".encode()).hexdigest()[:12]
+    return TaskContext(
+        kafka_conf=cfg.kafka_client(), app_id=cfg["app.app_id"],
+        group=f"geops-rt-{cfg['app.app_id']}-{digest}", publications=publications,
+        subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
+        dead_letter=cfg.topic("dead_letter"), strategy=cfg["app.strategy"],
+        partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"], workers=workers,
+        starting_offsets=starting_offsets, commit_interval_s=COMMIT_INTERVAL_S,
+        outage_limit=cfg["kafka.outage_limit"])
+
+
+def slots(spark: Any) -> int:
+    """Task slots the cluster offers now: the default parallelism (local mode: its threads;
+    a cluster: its executors' cores)."""
+    return int(spark.sparkContext.defaultParallelism)
+
+
+class RealTimeJob:
+    """The job of ``workers`` long-running tasks, run in a thread of the driver."""
+
+    def __init__(self, spark: Any, ctx: TaskContext):
+        self.spark = spark
+        self.ctx = ctx
+        self.error: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="geops-real-time", daemon=True)
+
+    def _run(self) -> None:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(JOB_GROUP, f"geops real-time: {self.ctx.workers} long-running tasks",
+                       interruptOnCancel=True)
+        ctx = self.ctx
+        try:
+            sc.parallelize(range(ctx.workers), ctx.workers) \
+              .mapPartitionsWithIndex(lambda i, rows: serve(i, ctx, rows)).collect()
+        except Exception as exc:  # Py4JJavaError: a task failed, or the job was cancelled
+            self.error = str(exc)
+        finally:
+            self._done.set()
+
+    def start(self) -> RealTimeJob:
+        self._thread.start()
+        return self
+
+    def running(self) -> bool:
+        """Whether every task of the job runs."""
+        tracker = self.spark.sparkContext.statusTracker()
+        for job in tracker.getJobIdsForGroup(JOB_GROUP):
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info is not None else []):
+                stage_info = tracker.getStageInfo(stage)
+                if stage_info is not None and stage_info.numActiveTasks >= self.ctx.workers:
+                    return True
+        return False
+
+    def wait(self, stopping: list[int], ready: Path,
+             sleep: Callable[[float], None] = time.sleep) -> int:
+        """Until a signal asks to stop or the job ends; the exit code."""
+        marked = False
+        while not self._done.is_set():
+            if stopping:
+                log.info("stopping the real-time tasks")
+                self.spark.sparkContext.cancelJobGroup(JOB_GROUP)
+                self._done.wait(60)
+                return EXIT_OK
+            if not marked and self.running():
+                ready.parent.mkdir(parents=True, exist_ok=True)
+                ready.write_text(str(os.getpid()))
+                log.info("real-time: %d tasks read '%s' and answer as records arrive",
+                         self.ctx.workers, self.ctx.publications)
+                marked = True
+            sleep(0.2)
+        if self.error is not None:
+            log.error("a real-time task failed: %s", _first_line(self.error))
+            return EXIT_FAILED
+        return EXIT_OK
+
+
+def _first_line(text: str) -> str:
+    """The Python error a task ended with, else the first line of Spark's text."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    python = [line for line in lines if line.split(":")[0].endswith(("Error", "Exception"))
+              and not line.startswith(("py4j", "org.apache"))]
+    return (python or lines or ["(no message)"])[-1 if python else 0]

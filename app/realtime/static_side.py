@@ -1,0 +1,61 @@
+"""Every subscription in one task: the real-time path's static side, kept current.
+
+It is built from the whole subscriptions topic, read up to its end when the task starts, by the
+rules of the micro-batch app's start-up scan (``app.subscription_scan.read_change``: the last
+record of an id wins, a tombstone deletes, a distance fence is matched by its shape); then the
+records that arrive are applied as they come (``refresh``, called between polls of the
+publications), so a change is in force within one poll of its arrival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from confluent_kafka import TopicPartition
+
+from app.subscription_scan import DeadRecord, read_change
+from geops.strategies import BatchMatches, LocalRunner, build_strategy
+from kafkaio.clients import consumer
+from kafkaio.offsets import EndOffsets, read_between
+
+# Subscription records applied at most per refresh: a burst of changes is taken in steps, so
+# the publications waiting meanwhile are not held up by all of it at once.
+REFRESH_RECORDS = 5_000
+
+
+class WholeStatic:
+    """The subscriptions topic as one matcher of every subscription, following the topic."""
+
+    def __init__(self, conf: Mapping[str, str], topic: str, strategy: str, partitions: int,
+                 partitioner: str, outage_limit: float):
+        probe = EndOffsets(conf)
+        try:
+            ends = probe(topic)
+        finally:
+            probe.close()
+        found, subs = read_change(read_between(conf, topic, {}, ends, outage_limit))
+        self.subscriptions = len(subs)
+        self.dead: list[DeadRecord] = list(found.dead)
+        self.runner = LocalRunner(build_strategy(strategy, subs, partitions, partitioner))
+        self._follow = consumer(conf)
+        self._follow.assign([TopicPartition(topic, p, end) for p, end in sorted(ends.items())])
+
+    def refresh(self) -> int:
+        """Apply the subscription records that arrived since the last call; how many. Records
+        that cannot be used are added to ``dead``."""
+        msgs = [m for m in self._follow.consume(REFRESH_RECORDS, timeout=0)
+                if m.error() is None]
+        if not msgs:
+            return 0
+        found, upserts = read_change(msgs)
+        self.dead.extend(found.dead)
+        self.runner.apply(upserts, found.deleted)
+        return len(msgs)
+
+    def match(self, geoms: np.ndarray) -> BatchMatches:
+        """The matches of ``geoms``, keyed by their position."""
+        return self.runner.match(np.arange(len(geoms), dtype=np.int64), geoms)
+
+    def close(self) -> None:
+        self._follow.close()

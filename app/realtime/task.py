@@ -1,0 +1,173 @@
+"""What one long-running real-time task does until it is stopped: read, match, write at once.
+
+Task ``index`` of ``workers`` reads the publications topic's partitions ``p`` with
+``p % workers == index`` from where the app's consumer group last committed them (a new app:
+``starting_offsets``). Each poll's records are decoded together, the bad ones dead-lettered with
+their reason, the rest matched against every subscription (``static_side.WholeStatic``) and
+each matched publication's ``Match`` record produced at once (``linger.ms`` a millisecond, the
+producer idempotent). Every ``commit_interval_s`` the task waits for its records to be delivered
+and then commits the offsets it has answered: a task or driver that dies replays at most the
+records after the last commit, whose ``Match`` records are written again, with the same key and
+subscriptions (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import shapely
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+from app.realtime.static_side import WholeStatic
+from app.subscription_scan import DeadRecord
+from geops.model import geometry_problems
+from kafkaio.clients import consumer, topic_partitions
+from kafkaio.sender import Sender
+from schemas import codec
+from schemas.match_encoder import encode_matches
+from schemas.publication_decoder import decode_publications
+
+log = logging.getLogger("geops.app.realtime")
+
+# The batch id of a real-time Match record: it was written outside any micro-batch.
+NO_BATCH = -1
+POLL_RECORDS = 2_000
+POLL_S = 0.05  # a poll returns at once when records wait; this bounds an idle wait only
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What every real-time task needs; pickled into the job's closure."""
+
+    kafka_conf: dict[str, str]
+    app_id: str
+    group: str                 # the consumer group that holds the answered offsets
+    publications: str
+    subscriptions: str
+    matches: str
+    dead_letter: str
+    strategy: str
+    partitions: int
+    partitioner: str
+    workers: int
+    starting_offsets: str      # earliest | latest: where a partition never committed starts
+    commit_interval_s: float
+    outage_limit: float
+
+
+@dataclass
+class Counts:
+    """What a task has done so far (its log lines)."""
+
+    records: int = 0
+    matched: int = 0
+    dead: int = 0
+
+
+def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[int]:
+    """Run task ``index`` until the job is cancelled; yields nothing while it runs (a task
+    that returns has lost its partitions: it yields their count)."""
+    static = WholeStatic(ctx.kafka_conf, ctx.subscriptions, ctx.strategy, ctx.partitions,
+                         ctx.partitioner, ctx.outage_limit)
+    out = Sender(ctx.kafka_conf, outage_limit=ctx.outage_limit, **{"linger.ms": 1})
+    reader = consumer(ctx.kafka_conf, group_id=ctx.group, **{"fetch.wait.max.ms": 10})
+    owned = _assign(reader, ctx, index)
+    log.info("real-time task %d of %d: %d subscriptions, publications partitions %s",
+             index, ctx.workers, static.subscriptions, owned)
+    counts = Counts()
+    codec_ = codec()
+    if index == 0:
+        _dead_letters(out, ctx, static.dead, codec_)
+    static.dead.clear()
+    last_commit = time.monotonic()
+    try:
+        while owned:
+            static.refresh()
+            if static.dead:
+                if index == 0:
+                    _dead_letters(out, ctx, static.dead, codec_)
+                static.dead.clear()
+            msgs = [m for m in _poll(reader) if m.error() is None]
+            if msgs:
+                answer(msgs, static, out, ctx, counts, codec_)
+            out.poll()
+            if time.monotonic() - last_commit >= ctx.commit_interval_s:
+                _commit(reader, out)
+                last_commit = time.monotonic()
+    finally:
+        reader.close()
+        static.close()
+    out.close()
+    yield len(owned)
+
+
+def _poll(reader: Consumer) -> list[Any]:
+    """The records waiting, at once; when none wait, the first to arrive within ``POLL_S``
+    and those that came with it. (``consume`` with a timeout waits until it has its number of
+    records or the timeout passed, so it would hold records that wait for company.)"""
+    msgs = reader.consume(POLL_RECORDS, timeout=0)
+    if msgs:
+        return msgs
+    first = reader.poll(POLL_S)
+    return [] if first is None else [first, *reader.consume(POLL_RECORDS - 1, timeout=0)]
+
+
+def _assign(reader: Consumer, ctx: TaskContext, index: int) -> list[int]:
+    """Assign the task's partitions at their committed offsets; the partitions."""
+    parts = [p for p in topic_partitions(reader, ctx.publications, conf=ctx.kafka_conf)
+             if p % ctx.workers == index]
+    fresh = OFFSET_BEGINNING if ctx.starting_offsets == "earliest" else OFFSET_END
+    committed = reader.committed([TopicPartition(ctx.publications, p) for p in parts],
+                                 timeout=30)
+    reader.assign([TopicPartition(ctx.publications, tp.partition,
+                                  tp.offset if tp.offset >= 0 else fresh) for tp in committed])
+    return parts
+
+
+def _commit(reader: Consumer, out: Sender) -> None:
+    """Commit what was answered: every record produced so far delivered first (``flush``
+    raises when one was not, and the task fails before it commits)."""
+    out.flush()
+    positions = [tp for tp in reader.position(reader.assignment()) if tp.offset >= 0]
+    if positions:
+        reader.commit(offsets=positions, asynchronous=True)
+
+
+def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
+           counts: Counts, codec_: Any) -> None:
+    """Decode, match and produce the answers of one poll's records."""
+    pubs = decode_publications([m.value() for m in msgs])
+    dead = [(msgs[i], reason) for i, reason in pubs.errors]
+    decoded = np.flatnonzero(pubs.ok)
+    geoms = shapely.from_wkb(pubs.geometries, on_invalid="ignore") if len(decoded) else \
+        np.empty(0, object)
+    problems = geometry_problems(geoms)
+    good = np.array([p is None for p in problems], bool)
+    dead += [(msgs[decoded[i]], "unreadable WKB geometry" if p == "missing geometry" else p)
+             for i, p in enumerate(problems) if p is not None]
+    found = static.match(geoms[good])
+    if len(found.keys):
+        ids, times = pubs.ids[good][found.keys], pubs.event_times[good][found.keys]
+        values = encode_matches(ids, found.offsets, found.sub_ids, times,
+                                int(time.time() * 1000), NO_BATCH, ctx.app_id)
+        out.send_many(ctx.matches, values, [str(pid).encode() for pid in ids.tolist()])
+    if dead:
+        _dead_letters(out, ctx, [DeadRecord(m.topic(), m.partition(), m.offset(), m.key(),
+                                            m.value(), reason) for m, reason in dead], codec_)
+    counts.records += len(msgs)
+    counts.matched += len(found.keys)
+    counts.dead += len(dead)
+
+
+def _dead_letters(out: Sender, ctx: TaskContext, dead: list[DeadRecord], codec_: Any) -> None:
+    """Each record that could not be used, with its reason, to the dead-letter topic."""
+    now = int(time.time() * 1000)
+    for d in dead:
+        out.send(ctx.dead_letter, codec_.encode("DeadLetter", {
+            "topic": d.topic, "partition": d.partition, "offset": d.offset, "reason": d.reason,
+            "key": d.key, "payload": d.value, "time": now, "app_id": ctx.app_id}), key=d.key)

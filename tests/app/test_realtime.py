@@ -1,0 +1,155 @@
+"""The real-time path (``geops app --mode real-time``) on Apache Kafka and a real Spark session,
+live: publications written while the app runs are answered as the brute-force oracle answers
+them, subscription changes made mid-stream are in force for what comes after them, a bad record
+goes to the dead-letter topic with its reason, and a driver killed with ``kill -9`` answers,
+once restarted, every publication it had not (at least once: an answer may come twice, always
+the oracle's)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import shapely
+
+from config.exitcodes import EXIT_USAGE
+from geops.model import Publications, Relation, Subscriptions
+from geops.workload import generate_workload
+from kafkaio.dump import by_schema
+from kafkaio.sender import Sender
+from kafkaio.topics import create_topics
+from schemas import codec
+from schemas.records import subscription_records
+from tests.app.conftest import matches
+from tests.faults.stack import (
+    Procs,
+    Publisher,
+    assert_matches_oracle,
+    live_env,
+    oracle_of,
+    wait_answered,
+    wait_for,
+    wait_ready,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FLAGS = ["--mode", "real-time"]
+# A region far from the generated world: sentinel points there match the sentinel
+# subscriptions only, so each one answered tells that a change is in force.
+FAR = (170.0, -80.0)
+
+
+def _sentinel(sid: int) -> Subscriptions:
+    box = shapely.box(FAR[0] - 1, FAR[1] - 1, FAR[0] + 1, FAR[1] + 1)
+    return Subscriptions(np.array([sid], np.int64), np.array([box], object),
+                         np.array([Relation.INTERSECTS], np.int8))
+
+
+def _change(cfg, upserts: Subscriptions, deletes: list[int]) -> None:
+    """Subscription changes in one partition of the topic, in this order: the sentinel last."""
+    sender = Sender(cfg.kafka_client())
+    topic, c = cfg.topic("subscriptions"), codec()
+    for sid in deletes:
+        sender.send(topic, None, key=str(sid).encode(), partition=0)
+    for rec in subscription_records(upserts):
+        sender.send(topic, c.encode("Subscription", rec), key=str(rec["id"]).encode(),
+                    partition=0)
+    sender.close()
+
+
+def _in_force(cfg, sentinel: int, running, first_id: int) -> int:
+    """Publish a round of sentinel points, one to each publications partition, until a whole
+    round is answered with ``sentinel``: then every task applies what came before it in the
+    subscriptions topic. Returns the next free publication id."""
+    parts = list(range(cfg["topics.publications.partitions"]))
+    state: dict = {"next": first_id, "round": []}
+
+    def answered() -> bool:
+        got = matches(cfg)
+        if state["round"] and all(any(sentinel in ids for ids in got.get(pid, []))
+                                  for pid in state["round"]):
+            return True
+        ids = np.arange(state["next"], state["next"] + len(parts), dtype=np.int64)
+        points = Publications(ids, np.array([shapely.Point(*FAR)] * len(parts), object),
+                              np.zeros(len(parts), np.int64))
+        round_ = Publisher(cfg, points, rate=1_000)
+        round_.publish(len(parts), parts)
+        round_.close()
+        state["round"], state["next"] = ids.tolist(), state["next"] + len(parts)
+        return False
+
+    wait_for("the subscription change to be in force", answered, 120, running)
+    return state["next"]
+
+
+def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_path,
+                                                                   monkeypatch):
+    env, cfg = live_env(broker, tmp_path, "rt-", monkeypatch)
+    w = generate_workload(seed=65, subscriptions=400, publications=3_000)
+    create_topics(cfg)
+    _change(cfg, w.subscriptions, [])
+    procs = Procs(tmp_path / "logs")
+    try:
+        app = procs.app(env, *FLAGS)
+        wait_ready(cfg, app)
+        pubs = w.publications
+        first, second = pubs.take(np.arange(0, 1_500)), pubs.take(np.arange(1_500, len(pubs)))
+        publisher = Publisher(cfg, first, rate=1_000)
+        publisher.publish(len(first))
+        publisher.close()
+        oracle = oracle_of(w.subscriptions, first)
+        wait_answered(cfg, oracle, [app])
+        assert assert_matches_oracle(cfg, oracle) == 0
+
+        # mid-stream: a fifth deleted, a fifth moved, then the sentinel
+        ids = w.subscriptions.ids
+        deleted = ids[::5].tolist()
+        moved = w.subscriptions.take(np.arange(1, len(ids), 5))
+        moved = Subscriptions(moved.ids, shapely.transform(moved.geoms, lambda xy: xy + 0.05),
+                              moved.relations)
+        sentinel = int(ids.max()) + 1
+        _change(cfg, Subscriptions.concat([moved, _sentinel(sentinel)]), deleted)
+        next_id = _in_force(cfg, sentinel, [app], int(pubs.ids.max()) + 1)
+        keep = ~np.isin(ids, deleted) & ~np.isin(ids, moved.ids)
+        now = Subscriptions.concat([w.subscriptions.take(np.flatnonzero(keep)), moved])
+
+        # a bad record, then the second half, with the driver killed midway
+        bad = Sender(cfg.kafka_client())
+        bad.send(cfg.topic("publications"), b"not avro", key=b"bad")
+        bad.close()
+        publisher = Publisher(cfg, second, rate=1_000)
+        publisher.publish(len(second) // 2)
+        wait_for("some answers of the second half",
+                 lambda: len(set(matches(cfg)) & set(second.ids.tolist())) > 100, 120, [app])
+        app.kill9()
+        publisher.publish(publisher.left)
+        publisher.close()
+        app.start()
+        both = {**oracle_of(w.subscriptions, first), **oracle_of(now, second)}
+        wait_answered(cfg, both, [app])
+        got = matches(cfg)
+        for pid in both:  # every answer the oracle's, at least once
+            assert all(found == both[pid] for found in got[pid]), (pid, got[pid], both[pid])
+        unexpected = set(got) - set(both) - set(range(int(pubs.ids.max()) + 1, next_id))
+        assert not unexpected, sorted(unexpected)[:20]
+        dead = by_schema(cfg.kafka_client(), cfg.topic("dead_letter")).get("DeadLetter", [])
+        assert [d["key"] for d in dead] == [b"bad"] and dead[0]["reason"], dead
+        assert app.stop() == 0, app.logs()[-3000:]
+    finally:
+        procs.reap()
+
+
+def test_real_time_refuses_to_start_without_a_slot_per_worker(broker, tmp_path, monkeypatch):
+    env, cfg = live_env(broker, tmp_path, "rt-slots-", monkeypatch)
+    create_topics(cfg)
+    done = subprocess.run([sys.executable, "-m", "cli.main", "app", *FLAGS, "--master",
+                           "local[1]", "--workers", "2"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == EXIT_USAGE, done.stdout[-3000:] + done.stderr[-3000:]
+    errors = [line for line in done.stdout.splitlines() + done.stderr.splitlines()
+              if " geops.app ERROR " in line]
+    assert len(errors) == 1, done.stdout[-3000:]
+    assert "a task slot for each of its 2 workers and Spark offers 1" in errors[0], errors[0]
