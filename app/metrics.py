@@ -9,8 +9,9 @@ import numpy as np
 from geops.strategies.strategy import Layout
 
 
-def latency_stats(event_ms: np.ndarray, match_ms: int) -> tuple[float | None, ...]:
-    """(mean, p50, p99) of match time minus event time in ms, or Nones when nothing matched."""
+def latency_stats(event_ms: np.ndarray, match_ms: int | np.ndarray) -> tuple[float | None, ...]:
+    """(mean, p50, p99) of match time (one for all, or one each) minus event time in ms, or
+    Nones when nothing matched."""
     if len(event_ms) == 0:
         return None, None, None
     lat = match_ms - np.asarray(event_ms, np.float64)

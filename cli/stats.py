@@ -121,13 +121,15 @@ def summarise(records: dict[str, list[dict]], app_id: str) -> list[str]:
         mean_ms = sum(s["duration_ms"] for s in batches) / len(batches)
         load = loads[epoch]
         # Latency from event time to match: the median of the batches' medians, and the
-        # worst batch's p99 (an upper bound of the epoch's p99).
-        p50 = float(np.median([b["latency_p50_ms"] for b in batches]))
-        p99 = max(b["latency_p99_ms"] for b in batches)
+        # worst batch's p99 (an upper bound of the epoch's p99); batches that matched nothing
+        # have none.
+        timed = [b for b in batches if b["latency_p50_ms"] is not None]
+        p50 = f"{np.median([b['latency_p50_ms'] for b in timed]):,.0f}" if timed else "-"
+        p99 = f"{max(b['latency_p99_ms'] for b in timed):,.0f}" if timed else "-"
         lines.append(f"{epoch:>5} {len(batches):>7} {recs:>9,} {rate:>8,.0f} {mean_ms:>9,.0f}  "
                      f"{_share(load['ns']):<18} {_share(load['items']):<18} "
                      f"{_mldc(load['ns']):>7} {_mldc(load['items']):>7} "
-                     f"{p50:>7,.0f} {p99:>7,.0f}")
+                     f"{p50:>7} {p99:>7}")
     for m in records.get("MoveReport", []):
         if m["app_id"] == app_id:
             lines.append(f"moved in epoch {m['epoch']}: {len(m['partitions_moved'])} partitions, "

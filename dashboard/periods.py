@@ -79,7 +79,7 @@ class Follower:
         for s in summaries:
             self.epoch, self.workers = s["epoch"], s["workers"]
             if s.get("source_end_offsets"):
-                self.batch_end = dict(s["source_end_offsets"])
+                self.batch_end.update(s["source_end_offsets"])
         if not summaries and loads:
             self.epoch = loads[-1]["epoch"]
         seconds = max(period.seconds, 1e-9)

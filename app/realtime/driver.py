@@ -38,7 +38,8 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         kafka_conf=cfg.kafka_client(), app_id=cfg["app.app_id"],
         group=f"geops-rt-{cfg['app.app_id']}-{digest}", publications=publications,
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
-        dead_letter=cfg.topic("dead_letter"), strategy=cfg["app.strategy"],
+        dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
+        strategy=cfg["app.strategy"],
         partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"], workers=workers,
         starting_offsets=starting_offsets, commit_interval_s=COMMIT_INTERVAL_S,
         outage_limit=cfg["kafka.outage_limit"])

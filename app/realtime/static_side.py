@@ -57,5 +57,10 @@ class WholeStatic:
         """The matches of ``geoms``, keyed by their position."""
         return self.runner.match(np.arange(len(geoms), dtype=np.int64), geoms)
 
+    def offsets(self) -> dict[int, int]:
+        """The subscriptions topic's offsets applied: partition -> next offset."""
+        return {tp.partition: tp.offset
+                for tp in self._follow.position(self._follow.assignment()) if tp.offset >= 0}
+
     def close(self) -> None:
         self._follow.close()

@@ -23,6 +23,7 @@ import numpy as np
 import shapely
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
+from app.realtime.period import PERIOD_S, Period
 from app.realtime.static_side import WholeStatic
 from app.subscription_scan import DeadRecord
 from geops.model import geometry_problems
@@ -51,6 +52,7 @@ class TaskContext:
     subscriptions: str
     matches: str
     dead_letter: str
+    metrics: str
     strategy: str
     partitions: int
     partitioner: str
@@ -58,15 +60,6 @@ class TaskContext:
     starting_offsets: str      # earliest | latest: where a partition never committed starts
     commit_interval_s: float
     outage_limit: float
-
-
-@dataclass
-class Counts:
-    """What a task has done so far (its log lines)."""
-
-    records: int = 0
-    matched: int = 0
-    dead: int = 0
 
 
 def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[int]:
@@ -79,12 +72,12 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
     owned = _assign(reader, ctx, index)
     log.info("real-time task %d of %d: %d subscriptions, publications partitions %s",
              index, ctx.workers, static.subscriptions, owned)
-    counts = Counts()
+    period = Period()
     codec_ = codec()
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
-    last_commit = time.monotonic()
+    last_commit = last_summary = time.monotonic()
     try:
         while owned:
             static.refresh()
@@ -94,11 +87,18 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
                 static.dead.clear()
             msgs = [m for m in _poll(reader) if m.error() is None]
             if msgs:
-                answer(msgs, static, out, ctx, counts, codec_)
+                answer(msgs, static, out, ctx, period, codec_)
             out.poll()
-            if time.monotonic() - last_commit >= ctx.commit_interval_s:
+            now = time.monotonic()
+            if now - last_summary >= PERIOD_S:
+                record = period.summary(ctx.app_id, ctx.strategy, index, ctx.workers,
+                                        ctx.partitions, _positions(reader), static.offsets())
+                out.send(ctx.metrics, codec_.encode("BatchSummary", record),
+                         key=ctx.app_id.encode())
+                period, last_summary = Period(), now
+            if now - last_commit >= ctx.commit_interval_s:
                 _commit(reader, out)
-                last_commit = time.monotonic()
+                last_commit = now
     finally:
         reader.close()
         static.close()
@@ -129,18 +129,25 @@ def _assign(reader: Consumer, ctx: TaskContext, index: int) -> list[int]:
     return parts
 
 
+def _positions(reader: Consumer) -> dict[int, int]:
+    """Partition -> the next offset to read, of the partitions read so far."""
+    return {tp.partition: tp.offset for tp in reader.position(reader.assignment())
+            if tp.offset >= 0}
+
+
 def _commit(reader: Consumer, out: Sender) -> None:
     """Commit what was answered: every record produced so far delivered first (``flush``
     raises when one was not, and the task fails before it commits)."""
     out.flush()
-    positions = [tp for tp in reader.position(reader.assignment()) if tp.offset >= 0]
-    if positions:
-        reader.commit(offsets=positions, asynchronous=True)
+    positions = reader.position(reader.assignment())
+    if any(tp.offset >= 0 for tp in positions):
+        reader.commit(offsets=[tp for tp in positions if tp.offset >= 0], asynchronous=True)
 
 
 def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
-           counts: Counts, codec_: Any) -> None:
+           period: Period, codec_: Any) -> None:
     """Decode, match and produce the answers of one poll's records."""
+    began = time.perf_counter()
     pubs = decode_publications([m.value() for m in msgs])
     dead = [(msgs[i], reason) for i, reason in pubs.errors]
     decoded = np.flatnonzero(pubs.ok)
@@ -151,17 +158,16 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
     dead += [(msgs[decoded[i]], "unreadable WKB geometry" if p == "missing geometry" else p)
              for i, p in enumerate(problems) if p is not None]
     found = static.match(geoms[good])
+    ids, times = pubs.ids[good][found.keys], pubs.event_times[good][found.keys]
+    match_ms = int(time.time() * 1000)
     if len(found.keys):
-        ids, times = pubs.ids[good][found.keys], pubs.event_times[good][found.keys]
-        values = encode_matches(ids, found.offsets, found.sub_ids, times,
-                                int(time.time() * 1000), NO_BATCH, ctx.app_id)
+        values = encode_matches(ids, found.offsets, found.sub_ids, times, match_ms, NO_BATCH,
+                                ctx.app_id)
         out.send_many(ctx.matches, values, [str(pid).encode() for pid in ids.tolist()])
     if dead:
         _dead_letters(out, ctx, [DeadRecord(m.topic(), m.partition(), m.offset(), m.key(),
                                             m.value(), reason) for m, reason in dead], codec_)
-    counts.records += len(msgs)
-    counts.matched += len(found.keys)
-    counts.dead += len(dead)
+    period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began)
 
 
 def _dead_letters(out: Sender, ctx: TaskContext, dead: list[DeadRecord], codec_: Any) -> None:

@@ -20,8 +20,9 @@ from kafkaio.offsets import EndOffsets
 
 
 def lag_of(topic_end: Mapping[int, int], batch_end: Mapping[str | int, int]) -> int:
-    """Records of the topic the app has not processed: end offsets minus the end offsets of
-    its last batch (BatchSummary.source_end_offsets; keys are partition numbers as strings)."""
+    """Records of the topic the app has not processed: end offsets minus the newest end offset
+    each partition was reported at (BatchSummary.source_end_offsets, keys partition numbers as
+    strings: a micro-batch's names every partition, a real-time task's its own)."""
     done = {int(p): int(o) for p, o in batch_end.items()}
     return sum(max(end - done.get(int(p), 0), 0) for p, end in topic_end.items())
 
@@ -99,7 +100,7 @@ class Monitor(threading.Thread):
                             rec["seen_ms"] = now_ms()
                             self.data.batches.append(rec)
                             if rec.get("source_end_offsets"):
-                                self.batch_end = dict(rec["source_end_offsets"])
+                                self.batch_end.update(rec["source_end_offsets"])
                         elif name == "MoveReport":
                             self.data.moves.append(rec)
                         elif name == "RebalanceCommand":

@@ -22,7 +22,7 @@ from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
 from schemas import codec
 from schemas.records import subscription_records
-from tests.app.conftest import matches
+from tests.app.conftest import matches, metrics
 from tests.faults.stack import (
     Procs,
     Publisher,
@@ -137,6 +137,17 @@ def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_
         assert not unexpected, sorted(unexpected)[:20]
         dead = by_schema(cfg.kafka_client(), cfg.topic("dead_letter")).get("DeadLetter", [])
         assert [d["key"] for d in dead] == [b"bad"] and dead[0]["reason"], dead
+        # each task's summary per period, read as a micro-batch app's summaries are
+        wait_for("the summaries of every publication", lambda: sum(
+            s["records"] for s in metrics(cfg).get("BatchSummary", [])) >= len(pubs) + 1,
+            60, [app])
+        summaries = metrics(cfg)["BatchSummary"]
+        assert {s["join"] for s in summaries} == {"real-time"}
+        assert len({s["batch_id"] for s in summaries}) == len(summaries)
+        assert any(s["latency_p50_ms"] is not None for s in summaries)
+        stats = subprocess.run([sys.executable, "-m", "cli.main", "stats"], env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert stats.returncode == 0 and "epoch" in stats.stdout, stats.stdout + stats.stderr
         assert app.stop() == 0, app.logs()[-3000:]
     finally:
         procs.reap()

@@ -53,6 +53,16 @@ def test_per_epoch_throughput_shares_and_mldc():
     assert lines[4] == "moved in epoch 1: 2 partitions, 2.50 MB in 40 ms (before batch 2)"
 
 
+def test_batches_that_matched_nothing_have_no_latency():
+    unmatched = {"latency_p50_ms": None, "latency_p99_ms": None}
+    records = {"BatchSummary": [{**summary(0, 0, 0, 1000), **unmatched},
+                                summary(1, 0, 1000, 2000), {**summary(2, 1, 2000, 3000),
+                                                            **unmatched}]}
+    lines = summarise(records, "a")
+    assert lines[2].split()[-2:] == ["500", "1,001"]  # the batch that matched something
+    assert lines[3].split()[-2:] == ["-", "-"]
+
+
 def test_nothing_yet():
     assert summarise({}, "a") == ["no batches with records from app 'a' on the metrics topic"]
 
