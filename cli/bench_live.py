@@ -71,6 +71,13 @@ def register_live(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
     add_app_arguments(a)
     add_delivery_argument(a)
+    a.add_argument("--mode", choices=choices.APP_MODES,
+                   help="the app's --mode (default: its configured default, micro-batch)")
+    a.add_argument("--modes", metavar="LIST",
+                   help="steady: run the app in each of these modes in turn on the same "
+                        "workload and broker, e.g. micro-batch,real-time: the backlog, then "
+                        "each of --rates for --duration, and a table of both side by side with "
+                        "their ratios (no search; --rates is required)")
     s = p.add_argument_group("search and phases")
     s.add_argument("--step", default="20s", metavar="D", help="search step length (20s)")
     s.add_argument("--start-rate", type=float, default=500.0, metavar="R",
@@ -260,6 +267,7 @@ def build_spec(args: argparse.Namespace):
     if args.backlog < 0:
         raise CommandError(f"--backlog must be 0 or more, got {args.backlog}", EXIT_USAGE)
     soak = duration(args.soak, "--soak") if args.soak else None
+    modes = _modes(args)
     given, kafka_props = kafka_settings(args)
     default_out = ("docs/results/live/soak" if soak else
                    "docs/results/live/rebalance" if args.scenario == "rebalance"
@@ -270,17 +278,35 @@ def build_spec(args: argparse.Namespace):
         subscriptions=args.subscriptions, pool=args.pool, seed=args.seed,
         point_share=point_share_from(args), relation=relation_from(args),
         app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
-                       args.partitioner, args.trigger, args.master, args.delivery),
+                       args.partitioner, args.trigger, args.master, args.delivery, args.mode),
         step_s=duration(args.step, "--step"), start_rate=args.start_rate,
         bisections=max(args.bisections, 0), max_lag_s=args.max_lag,
         max_growth_s=args.max_growth, max_rate=args.max_rate, backlog=args.backlog,
         levels=levels, rates=rates, idle_s=idle,
         duration_s=duration(args.duration, "--duration"), trigger_sweep=sweep,
         skew=args.skew, hot_workers=args.hot_workers, shifts=args.shifts,
-        distributor_mode=args.distributor_mode, bootstrap_servers=given,
+        distributor_mode=args.distributor_mode, modes=modes, bootstrap_servers=given,
         kafka_properties=kafka_props,
         workdir=Path(args.workdir) if args.workdir else None, keep_workdir=args.keep_workdir,
         command=command_line())
+
+
+def _modes(args: argparse.Namespace) -> tuple[str, ...]:
+    """The modes of --modes, checked: known, no repeats, with --rates, steady only."""
+    if not args.modes:
+        return ()
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    unknown = [m for m in modes if m not in choices.APP_MODES]
+    if unknown or len(set(modes)) != len(modes) or len(modes) < 2:
+        raise CommandError(f"--modes: expected two or more of {', '.join(choices.APP_MODES)}, "
+                           f"each once, "
+                           f"got {args.modes!r}", EXIT_USAGE)
+    if args.mode:
+        raise CommandError("--mode and --modes: give one", EXIT_USAGE)
+    if not args.rates or args.scenario != "steady" or args.soak:
+        raise CommandError("--modes runs the steady scenario at --rates: give --rates, "
+                           "without --scenario or --soak", EXIT_USAGE)
+    return modes
 
 
 def _live(args: argparse.Namespace) -> int:

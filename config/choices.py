@@ -84,6 +84,10 @@ JOINS = Choices("join", {
     "STAL": "static-local: static partitions stay on their worker, only the stream moves",
     "STRL": "stream-local: static partitions are shipped to the join every batch",
 })
+APP_MODES = Choices("app mode", {
+    "micro-batch": "Structured Streaming micro-batches over partitioned subscriptions, balanced",
+    "real-time": "long-running tasks that answer each publication as it arrives",
+})
 POLICIES = Choices("policy", {
     "greedy": "minimise the busiest worker's load with the fewest moves",
     "llfd": "move the heaviest partitions off overloaded workers (LLFD of Fang et al., "

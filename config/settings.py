@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.choices import (
+    APP_MODES,
     DISTRIBUTOR_MODES,
     FIRST_PERIODS,
     JOINS,
@@ -149,7 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
             "how the app answers: micro-batch (Spark Structured Streaming, balanced by the "
             "distributor) or real-time (long-running tasks that match each publication as it "
             "arrives against the whole static side and write its Match at once)",
-            choices=("micro-batch", "real-time")),
+            choices=APP_MODES.names),
     Setting("app.delivery", "app", "GEOPS_APP_DELIVERY", "--delivery", parse_str,
             "how a micro-batch's matches and metrics reach Kafka: exactly-once (one "
             "transaction per batch; a batch run again after a crash is not written twice) or "

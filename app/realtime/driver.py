@@ -39,6 +39,8 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         group=f"geops-rt-{cfg['app.app_id']}-{digest}", publications=publications,
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
+        events=cfg.topic("events") if cfg["app.events"] == "on" else "",
+        object_ttl_ms=int(cfg["app.object_ttl"] * 1000),
         strategy=cfg["app.strategy"],
         partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"], workers=workers,
         starting_offsets=starting_offsets, commit_interval_s=COMMIT_INTERVAL_S,
@@ -102,8 +104,8 @@ class RealTimeJob:
             if not marked and self.running():
                 ready.parent.mkdir(parents=True, exist_ok=True)
                 ready.write_text(str(os.getpid()))
-                log.info("real-time: %d tasks read '%s' and answer as records arrive",
-                         self.ctx.workers, self.ctx.publications)
+                log.info("streaming from '%s' in real time: %d tasks answer as records arrive",
+                         self.ctx.publications, self.ctx.workers)
                 marked = True
             sleep(0.2)
         if self.error is not None:

@@ -36,22 +36,27 @@ class WholeStatic:
             probe.close()
         found, subs = read_change(read_between(conf, topic, {}, ends, outage_limit))
         self.subscriptions = len(subs)
+        # the detecting subscriptions (fences): id -> DetectKind mask
+        self.fences = {i: m for i, m in zip(found.envelopes.ids.tolist(),
+                                            found.detect.tolist(), strict=True) if m}
         self.dead: list[DeadRecord] = list(found.dead)
         self.runner = LocalRunner(build_strategy(strategy, subs, partitions, partitioner))
         self._follow = consumer(conf)
         self._follow.assign([TopicPartition(topic, p, end) for p, end in sorted(ends.items())])
 
-    def refresh(self) -> int:
-        """Apply the subscription records that arrived since the last call; how many. Records
-        that cannot be used are added to ``dead``."""
+    def refresh(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Apply the subscription records that arrived since the last call. Returns the ids
+        they changed with each one's detect mask now (0: no fence, or deleted), or None when
+        none arrived. Records that cannot be used are added to ``dead``."""
         msgs = [m for m in self._follow.consume(REFRESH_RECORDS, timeout=0)
                 if m.error() is None]
         if not msgs:
-            return 0
+            return None
         found, upserts = read_change(msgs)
         self.dead.extend(found.dead)
         self.runner.apply(upserts, found.deleted)
-        return len(msgs)
+        return (np.concatenate([found.envelopes.ids, found.deleted]),
+                np.concatenate([found.detect, np.zeros(len(found.deleted), np.uint8)]))
 
     def match(self, geoms: np.ndarray) -> BatchMatches:
         """The matches of ``geoms``, keyed by their position."""

@@ -23,10 +23,12 @@ import numpy as np
 import shapely
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
+from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
 from app.realtime.static_side import WholeStatic
 from app.subscription_scan import DeadRecord
 from geops.model import geometry_problems
+from geops.strategies import BatchMatches
 from kafkaio.clients import consumer, topic_partitions
 from kafkaio.sender import Sender
 from schemas import codec
@@ -53,6 +55,8 @@ class TaskContext:
     matches: str
     dead_letter: str
     metrics: str
+    events: str                # the events topic; empty: no geofence events
+    object_ttl_ms: int
     strategy: str
     partitions: int
     partitioner: str
@@ -74,20 +78,23 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
              index, ctx.workers, static.subscriptions, owned)
     period = Period()
     codec_ = codec()
+    events = (TaskEvents(static.fences, ctx.object_ttl_ms, NO_BATCH) if ctx.events else None)
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
     last_commit = last_summary = time.monotonic()
     try:
         while owned:
-            static.refresh()
+            changed = static.refresh()
+            if changed is not None and events is not None:
+                events.change(*changed)
             if static.dead:
                 if index == 0:
                     _dead_letters(out, ctx, static.dead, codec_)
                 static.dead.clear()
             msgs = [m for m in _poll(reader) if m.error() is None]
             if msgs:
-                answer(msgs, static, out, ctx, period, codec_)
+                answer(msgs, static, out, ctx, period, codec_, events)
             out.poll()
             now = time.monotonic()
             if now - last_summary >= PERIOD_S:
@@ -145,8 +152,9 @@ def _commit(reader: Consumer, out: Sender) -> None:
 
 
 def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
-           period: Period, codec_: Any) -> None:
-    """Decode, match and produce the answers of one poll's records."""
+           period: Period, codec_: Any, events: TaskEvents | None = None) -> None:
+    """Decode, match and produce the answers of one poll's records, and the geofence events
+    of the positions among them."""
     began = time.perf_counter()
     pubs = decode_publications([m.value() for m in msgs])
     dead = [(msgs[i], reason) for i, reason in pubs.errors]
@@ -164,10 +172,33 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         values = encode_matches(ids, found.offsets, found.sub_ids, times, match_ms, NO_BATCH,
                                 ctx.app_id)
         out.send_many(ctx.matches, values, [str(pid).encode() for pid in ids.tolist()])
+    objects = pubs.object_ids[good]
+    moving = np.flatnonzero(objects != None)  # noqa: E711 - elementwise, on an object array
+    if events is not None and len(moving):
+        counts, hit_ids = hits_of(found, moving)
+        keys, records = events.events(objects[moving], pubs.ids[good][moving],
+                                      pubs.event_times[good][moving], counts, hit_ids,
+                                      match_ms)
+        if records:
+            out.send_many(ctx.events, records, keys)
     if dead:
         _dead_letters(out, ctx, [DeadRecord(m.topic(), m.partition(), m.offset(), m.key(),
                                             m.value(), reason) for m, reason in dead], codec_)
     period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began)
+
+
+def hits_of(found: BatchMatches, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How many subscriptions each of ``rows`` (sorted keys of the matched batch) matched, and
+    their ids, row after row."""
+    counts = np.zeros(len(rows), np.int64)
+    if not len(found.keys):
+        return counts, np.empty(0, np.int64)
+    at = np.minimum(np.searchsorted(found.keys, rows), len(found.keys) - 1)
+    hit = found.keys[at] == rows
+    start = found.offsets[at]
+    counts[hit] = (found.offsets[at + 1] - start)[hit]
+    first = np.repeat(start - np.cumsum(counts) + counts, counts)
+    return counts, found.sub_ids[first + np.arange(int(counts.sum()))]
 
 
 def _dead_letters(out: Sender, ctx: TaskContext, dead: list[DeadRecord], codec_: Any) -> None:

@@ -50,13 +50,15 @@ class AppOptions:
     trigger: str = "0s"  # the app's default
     master: str | None = None
     delivery: str | None = None  # the app's --delivery; None: its configured default
+    mode: str | None = None      # the app's --mode; None: its configured default
 
     def argv(self, checkpoint: Path) -> list[str]:
         return [*GEOPS, "app", "--master", self.master or f"local[{self.workers}]",
                 "--workers", str(self.workers), "--strategy", self.strategy, "--join", self.join,
                 "--partitions", str(self.partitions), "--partitioner", self.partitioner,
                 "--trigger", self.trigger, "--checkpoint", str(checkpoint),
-                *(["--delivery", self.delivery] if self.delivery else [])]
+                *(["--delivery", self.delivery] if self.delivery else []),
+                *(["--mode", self.mode] if self.mode else [])]
 
 
 def session_env(base: Mapping[str, str], address: str, state: Path, prefix: str,

@@ -237,6 +237,48 @@ def write_steady(spec: Any, result: dict, log: Log) -> None:
     log(f"wrote {out}/README.md and its CSVs and plots")
 
 
+def write_modes(spec: Any, results: dict[str, dict], log: Log) -> None:
+    """The page of ``run.run_modes``: per mode its backlog throughput and latency at each
+    rate, and each figure over the first mode's."""
+    out = Path(spec.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for mode, result in results.items():
+        backlog = result["backlog"]["rate"] if result["backlog"] else None
+        for k, p in enumerate(result["phases"]):
+            rows.append({"mode": mode, "rate_index": k, "backlog_rate": backlog, **p.summary()})
+    write_rounded(out / "modes.csv", rows)
+    write_raw(out / "latency_raw.csv.xz", [p for r in results.values() for p in r["phases"]])
+    first = spec.modes[0]
+
+    def over(key: str, row: dict) -> str:
+        """``row``'s figure over the first mode's at the same rate."""
+        base = next(r for r in rows if r["mode"] == first and r["rate_index"] == row["rate_index"])
+        if row["mode"] == first or not row[key] or not base[key]:
+            return "-"
+        return ratio(row[key] / base[key])
+
+    table = markdown(["mode", "offered pub/s", "processed pub/s", "backlog pub/s", "p50 ms",
+                      "p99 ms", "max ms", f"p50 / {first}", f"p99 / {first}",
+                      f"backlog / {first}", "load avg"],
+                     ([r["mode"], f"{r['offered_rate']:,.0f}", f"{r['processed_rate']:,.0f}",
+                       number(r["backlog_rate"]), number(r["p50_ms"]), number(r["p99_ms"]),
+                       number(r["max_ms"]), over("p50_ms", r), over("p99_ms", r),
+                       over("backlog_rate", r), number(r.get("loadavg_1m"), ".1f")]
+                      for r in rows), "l" + "r" * 10)
+    lines = ["# geops bench live: the app's modes side by side", "",
+             f"{_setup(spec)}. Machine: {describe()}. The modes ran one after the other on "
+             f"the same broker and workload: each its backlog of {spec.backlog:,} "
+             f"publications written at once, then each rate for {spec.duration_s:.0f} s.", "",
+             "```", command_line(spec.command), "```", "", *table, "", LEGEND, "",
+             "Files: `modes.csv` (this table), `latency_raw.csv.xz` (every matched "
+             "publication's latency).", ""]
+    (out / "README.md").write_text("\n".join(lines))
+    for line in table:
+        log(line)
+    log(f"wrote {out}/README.md and its CSVs")
+
+
 def write_rebalance(spec: Any, result: dict, log: Log) -> None:
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)

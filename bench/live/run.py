@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 
 from bench.harness.batches import batch_cost
 from bench.harness.deployment import Session
@@ -96,6 +97,28 @@ def run_steady(spec: LiveSpec, log: Log) -> dict:
               "producer_cpu": producer_cpu, "cost": cost, "idle": idle}
     report.write_steady(spec, result, log)
     return result
+
+
+def run_modes(spec: LiveSpec, log: Log) -> dict:
+    """The app in each of ``spec.modes`` in turn on the same workload and broker: its backlog
+    throughput (``spec.backlog``), then each of ``spec.rates`` for ``spec.duration_s``;
+    written side by side, with each mode's figures over the first mode's."""
+    results: dict[str, dict] = {}
+    with Bench(spec, log) as bench:
+        workload = workload_for(spec, skewed=False, log=log)
+        for mode in spec.modes:
+            s = bench.session(mode, workload, app=replace(spec.app, mode=mode))
+            s.start_app()
+            pub = publisher_for(s, workload)
+            s.warm_up(pub, spec.start_rate)
+            backlog = backlog_throughput(s, pub, spec.backlog, log) if spec.backlog else None
+            phases = [phase(s, pub, f"{mode} {rate:,.0f}/s", rate, spec.duration_s, log)
+                      for rate in spec.rates]
+            pub.close()
+            bench.end(s)
+            results[mode] = {"backlog": backlog, "phases": phases}
+    report.write_modes(spec, results, log)
+    return results
 
 
 def idle_cpu(s: Session, seconds: float, log: Log) -> dict[str, float]:
@@ -204,5 +227,7 @@ def main(spec: LiveSpec, log: Log) -> None:
         run_rebalance(spec, log)
     elif spec.scenario == "moving":
         run_moving(spec, log)
+    elif spec.modes:
+        run_modes(spec, log)
     else:
         run_steady(spec, log)

@@ -38,6 +38,7 @@ class LiveSpec(BenchEnv):
     hot_workers: int = 1
     shifts: int = 2                      # moving: times the hot spot moves
     distributor_mode: str = "adaptive"   # moving: adaptive | dynamic
+    modes: tuple[str, ...] = ()          # steady: the app's modes run in turn, side by side
 
     @property
     def monitor_interval(self) -> float:

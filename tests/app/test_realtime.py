@@ -15,13 +15,14 @@ import pytest
 import shapely
 
 from config.exitcodes import EXIT_USAGE
+from geops.events import EventEngine
 from geops.model import Publications, Relation, Subscriptions
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
-from kafkaio.sender import Sender
+from kafkaio.sender import Sender, produce_records, record_key
 from kafkaio.topics import create_topics
 from schemas import codec
-from schemas.records import subscription_records
+from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics
 from tests.faults.stack import (
     Procs,
@@ -164,3 +165,45 @@ def test_real_time_refuses_to_start_without_a_slot_per_worker(broker, tmp_path, 
               if " geops.app ERROR " in line]
     assert len(errors) == 1, done.stdout[-3000:]
     assert "a task slot for each of its 2 workers and Spark offers 1" in errors[0], errors[0]
+
+
+def test_real_time_geofence_events_equal_the_oracle_live(broker, tmp_path, monkeypatch):
+    """Positions of 80 objects written at 1,000/s while the app runs: the events topic holds
+    exactly the events of ``geops match --events``' engine (the TTL a day: none expires)."""
+    env, cfg = live_env(broker, tmp_path, "rt-events-", monkeypatch)
+    w = generate_workload(seed=7, objects=80, subscriptions=500, publications=2_400,
+                          interval_ms=1_000)
+    create_topics(cfg)
+    produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",
+                    subscription_records(w.subscriptions, w.detect, np.round(w.distance_m, 1)))
+    engine = EventEngine(86_400_000)
+    assert not any(engine.set_fences(w.subscriptions.ids, w.subscriptions.geoms, w.detect,
+                                     np.round(w.distance_m, 1)))
+    pubs = w.publications
+    want = sorted((e.object_id, e.subscription_id, e.kind, e.publication_id, e.event_time)
+                  for k in range(len(pubs))
+                  for e in engine.process(w.object_ids[k:k + 1], pubs.ids[k:k + 1],
+                                          pubs.event_time[k:k + 1], pubs.geoms[k:k + 1]))
+    procs = Procs(tmp_path / "logs")
+    try:
+        app = procs.app(env, *FLAGS, "--object-ttl", "86400s")
+        wait_ready(cfg, app)
+        sender = Sender(cfg.kafka_client(), rate=1_000)
+        c = codec()
+        for rec in publication_records(pubs, w.object_ids):
+            sender.send(cfg.topic("publications"), c.encode("Publication", rec),
+                        key=record_key(rec))
+        sender.close()
+
+        def events() -> list[tuple]:
+            return sorted((r["object_id"], r["subscription_id"], r["kind"].lower(),
+                           r["publication_id"], r["event_time"])
+                          for r in by_schema(cfg.kafka_client(), cfg.topic("events"))
+                          .get("GeofenceEvent", []))
+
+        wait_for("the events of every position", lambda: len(events()) >= len(want), 120,
+                 [app])
+        assert events() == want and len(want) > 100
+        assert app.stop() == 0, app.logs()[-3000:]
+    finally:
+        procs.reap()

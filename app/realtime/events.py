@@ -1,0 +1,57 @@
+"""Geofence events in the real-time task: computed with the position's matches, written at once.
+
+All of one object's positions are keyed by the object, so they reach one partition of the
+publications topic and so one task: the task holds every one of its objects' state (its last
+event time and the fences it is in) and the fences' detect kinds. A position's fences are the
+detecting subscriptions among its matches (a fence is matched by its shape, relation
+intersects), as in the micro-batch path's events query, and the events follow by the same rules
+and code (``app.events_query.bucket_events`` over ``geops.events``): enter, exit, inside,
+outside, positions out of order dropped, fences that change forgotten by the objects that were
+in them, objects unseen for the TTL expired once the task's clock (the latest event time of its
+positions) passes it. The state lives in the task: a restarted task begins without it (the
+objects' next positions start them afresh).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from app.events_query import Held, bucket_events
+from schemas.event_encoder import encode_events, pack_strings
+
+
+class TaskEvents:
+    """The events of the positions one task answers."""
+
+    def __init__(self, fences: Mapping[int, int], ttl_ms: int | None, batch_id: int):
+        self.held = Held({i: m for i, m in fences.items() if m})
+        self.ttl_ms = ttl_ms
+        self.batch_id = batch_id
+        self.clock = 0
+
+    def change(self, ids: np.ndarray, masks: np.ndarray) -> None:
+        """Subscriptions changed: each id's detect mask now (0: no fence, or deleted)."""
+        self.held.change_fences(False, ids.tolist(), masks.tolist())
+
+    def events(self, object_ids: np.ndarray, publication_ids: np.ndarray,
+               event_times: np.ndarray, hit_counts: np.ndarray, hit_ids: np.ndarray,
+               match_ms: int) -> tuple[list[bytes], list[bytes]]:
+        """The GeofenceEvent records (keys, values) of one poll's positions; ``hit_ids``: the
+        subscriptions each position matched, ``hit_counts`` of them each, in order."""
+        if len(event_times):
+            self.clock = max(self.clock, int(np.max(event_times)))
+        record = {"fences_complete": False, "fence_ids": [], "fence_detect": [],
+                  "object_ids": object_ids.tolist(), "publication_ids": publication_ids,
+                  "event_times": event_times, "hit_counts": hit_counts, "hit_ids": hit_ids,
+                  "hit_width": 0, "clock": self.clock, "match_time": match_ms,
+                  "batch_id": self.batch_id}
+        cols = bucket_events(self.held, [record], self.ttl_ms)
+        if not len(cols["kind"]):
+            return [], []
+        keys = pack_strings(cols["object_id"].tolist())
+        values = encode_events(keys, cols["subscription_id"], cols["kind"], cols["reason"],
+                               ~cols["expired"], cols["publication_id"], cols["event_time"],
+                               cols["match_time"], cols["batch_id"])
+        return keys.split(), values.split()
