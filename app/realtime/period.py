@@ -1,13 +1,14 @@
-"""What a real-time task reports on the metrics topic: one ``BatchSummary`` per task and period.
+"""What a real-time task reports on the metrics topic: a ``BatchSummary`` per task and period.
 
-A real-time task has no micro-batches; every ``PERIOD_S`` it sums up what it did in a record of
-the micro-batch path's schema, so ``geops stats``, ``stats --follow``, the dashboard and the
-benchmarks read a real-time app as they read a micro-batch app. Such a summary covers one
-task's partitions: ``source_end_offsets`` names only those (readers keep each partition's
-newest offset), and its ``batch_id`` is unique over the tasks and the app's life
-(``period_id``). ``duration_ms`` is the time the task spent answering in the period (a load, not
-a wait), and the latency is each matched publication's, from its event time to the moment its
-``Match`` was produced.
+A real-time task has no micro-batches; with every commit of the records it answered (its period:
+the commit interval while records arrive, ``PERIOD_S`` while none do) it sums up what it did
+since the last in a record of the micro-batch path's schema, so ``geops stats``, ``stats
+--follow``, the dashboard and the benchmarks read a real-time app as they read a micro-batch
+app. Such a summary covers one task's partitions: ``source_end_offsets`` names only those
+(readers keep each partition's newest offset), and its ``batch_id`` is unique over the tasks
+and the app's life (``period_id``). ``duration_ms`` is the time the task spent answering in the
+period (a load, not a wait), and the latency is each matched publication's, from its event time
+to the moment its ``Match`` was produced.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Task ``index`` of ``workers`` reads the publications topic's partitions ``p`` wi
 ``starting_offsets``). Each poll's records are decoded together, the bad ones dead-lettered with
 their reason, the rest matched against every subscription (``static_side.WholeStatic``) and
 each matched publication's ``Match`` record produced at once (``linger.ms`` a millisecond, the
-producer idempotent). Every ``commit_interval_s`` the task waits for its records to be delivered
-and then commits the offsets it has answered: a task or driver that dies replays at most the
+producer idempotent). Every ``commit_interval_s`` the task sums up the period on the metrics
+topic (``period``), waits for its records to be delivered and then commits the offsets it has
+answered: a task or driver that dies replays at most the
 records after the last commit, whose ``Match`` records are written again, with the same key and
 subscriptions (at least once).
 """
@@ -82,7 +83,7 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
-    last_commit = last_summary = time.monotonic()
+    last_commit = time.monotonic()
     try:
         while owned:
             changed = static.refresh()
@@ -97,13 +98,14 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
                 answer(msgs, static, out, ctx, period, codec_, events)
             out.poll()
             now = time.monotonic()
-            if now - last_summary >= PERIOD_S:
+            # what a commit covers is summed up before it, in the same flush: no record is
+            # answered without being counted (one replayed after a crash counts again)
+            if now - last_commit >= (ctx.commit_interval_s if period.records else PERIOD_S):
                 record = period.summary(ctx.app_id, ctx.strategy, index, ctx.workers,
                                         ctx.partitions, _positions(reader), static.offsets())
                 out.send(ctx.metrics, codec_.encode("BatchSummary", record),
                          key=ctx.app_id.encode())
-                period, last_summary = Period(), now
-            if now - last_commit >= ctx.commit_interval_s:
+                period = Period()
                 _commit(reader, out)
                 last_commit = now
     finally:
