@@ -449,14 +449,17 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_raw(path: Path, results: list[Result]) -> None:
-    """Every measured record of every probe, gzip-compressed CSV."""
+    """Every measured record of every probe, gzip-compressed CSV: its send time (s after the
+    probe's first), its latency to the output timestamp and to the reader (ms)."""
     with gzip.open(path, "wt", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["probe", "settings", "seq", "partition", "send_us", "out_ts_ms", "recv_us"])
+        w.writerow(["probe", "seq", "partition", "send_s", "out_ms", "visible_ms"])
         for res in results:
+            t0 = min((r.send_us for r in res.records), default=0)
             for r in res.records:
-                w.writerow([res.probe, res.settings, r.seq, r.partition, r.send_us, r.ts_ms,
-                            r.recv_us])
+                w.writerow([res.probe, r.seq, r.partition, f"{(r.send_us - t0) / 1e6:.3f}",
+                            f"{r.ts_ms - r.send_us / 1000:.1f}",
+                            f"{(r.recv_us - r.send_us) / 1000:.1f}"])
 
 
 # ---------------------------------------------------------------- main

@@ -42,7 +42,7 @@ def test_table_and_raw_file(tmp_path: Path) -> None:
     rtl.write_raw(tmp_path / "raw.csv.gz", [_result()])
     with gzip.open(tmp_path / "raw.csv.gz", "rt") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 4 and rows[0]["out_ts_ms"] == "1002"
+    assert len(rows) == 4 and rows[1]["out_ms"] == "3.0" and rows[1]["send_s"] == "0.001"
 
 
 def test_options_are_checked() -> None:
