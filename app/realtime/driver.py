@@ -41,8 +41,7 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
         events=cfg.topic("events") if cfg["app.events"] == "on" else "",
         object_ttl_ms=int(cfg["app.object_ttl"] * 1000),
-        strategy=cfg["app.strategy"],
-        partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"], workers=workers,
+        workers=workers,
         starting_offsets=starting_offsets, commit_interval_s=COMMIT_INTERVAL_S,
         outage_limit=cfg["kafka.outage_limit"])
 

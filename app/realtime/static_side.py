@@ -19,6 +19,10 @@ from geops.strategies import BatchMatches, LocalRunner, build_strategy
 from kafkaio.clients import consumer
 from kafkaio.offsets import EndOffsets, read_between
 
+# The matcher of every subscription: one R-tree over them all (sPIS with one partition). The
+# task holds the whole static side, so partitions would only add a routing step and a loop per
+# partition to every poll, most of which holds a single record.
+STRATEGY, PARTITIONS = "sPIS", 1
 # Subscription records applied at most per refresh: a burst of changes is taken in steps, so
 # the publications waiting meanwhile are not held up by all of it at once.
 REFRESH_RECORDS = 5_000
@@ -27,8 +31,7 @@ REFRESH_RECORDS = 5_000
 class WholeStatic:
     """The subscriptions topic as one matcher of every subscription, following the topic."""
 
-    def __init__(self, conf: Mapping[str, str], topic: str, strategy: str, partitions: int,
-                 partitioner: str, outage_limit: float):
+    def __init__(self, conf: Mapping[str, str], topic: str, outage_limit: float):
         probe = EndOffsets(conf)
         try:
             ends = probe(topic)
@@ -40,7 +43,7 @@ class WholeStatic:
         self.fences = {i: m for i, m in zip(found.envelopes.ids.tolist(),
                                             found.detect.tolist(), strict=True) if m}
         self.dead: list[DeadRecord] = list(found.dead)
-        self.runner = LocalRunner(build_strategy(strategy, subs, partitions, partitioner))
+        self.runner = LocalRunner(build_strategy(STRATEGY, subs, PARTITIONS))
         self._follow = consumer(conf)
         self._follow.assign([TopicPartition(topic, p, end) for p, end in sorted(ends.items())])
 

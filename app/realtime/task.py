@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 from app.faults import FAIL_TASK_VAR, fail_task_once
 from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
-from app.realtime.static_side import WholeStatic
+from app.realtime.static_side import PARTITIONS, STRATEGY, WholeStatic
 from app.subscription_scan import DeadRecord
 from geops.model import geometry_problems
 from geops.strategies import BatchMatches
@@ -60,9 +60,6 @@ class TaskContext:
     metrics: str
     events: str                # the events topic; empty: no geofence events
     object_ttl_ms: int
-    strategy: str
-    partitions: int
-    partitioner: str
     workers: int
     starting_offsets: str      # earliest | latest: where a partition never committed starts
     commit_interval_s: float
@@ -72,8 +69,7 @@ class TaskContext:
 def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[int]:
     """Run task ``index`` until the job is cancelled; yields nothing while it runs (a task
     that returns has lost its partitions: it yields their count)."""
-    static = WholeStatic(ctx.kafka_conf, ctx.subscriptions, ctx.strategy, ctx.partitions,
-                         ctx.partitioner, ctx.outage_limit)
+    static = WholeStatic(ctx.kafka_conf, ctx.subscriptions, ctx.outage_limit)
     out = Sender(ctx.kafka_conf, outage_limit=ctx.outage_limit, **{"linger.ms": 1})
     reader = consumer(ctx.kafka_conf, group_id=ctx.group, **{"fetch.wait.max.ms": 10})
     owned = _assign(reader, ctx, index)
@@ -106,8 +102,8 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
             # what a commit covers is summed up before it, in the same flush: no record is
             # answered without being counted (one replayed after a crash counts again)
             if now - last_commit >= (ctx.commit_interval_s if period.records else PERIOD_S):
-                record = period.summary(ctx.app_id, ctx.strategy, index, ctx.workers,
-                                        ctx.partitions, _positions(reader), static.offsets())
+                record = period.summary(ctx.app_id, STRATEGY, index, ctx.workers, PARTITIONS,
+                                        _positions(reader), static.offsets())
                 out.send(ctx.metrics, codec_.encode("BatchSummary", record),
                          key=ctx.app_id.encode())
                 period = Period()

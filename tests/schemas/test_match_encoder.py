@@ -34,10 +34,12 @@ def test_same_bytes_as_the_codec_on_random_batches():
 def test_extremes_and_empty_batch():
     c = codec()
     big = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, 0, -1, 63, 64, -64, -65])
-    offsets = np.arange(len(big) + 1)
-    got = encode_matches(big, offsets, big, np.zeros(len(big), np.int64), 0, 0, "a")
-    for i, value in enumerate(big.tolist()):
-        assert c.decode(got[i])[1]["subscription_ids"] == [value]
-        assert c.decode(got[i])[1]["publication_id"] == value
+    for values in (big[:3], np.tile(big, 3)):  # a handful goes through the codec, more not
+        offsets = np.arange(len(values) + 1)
+        got = encode_matches(values, offsets, values, np.zeros(len(values), np.int64), 0, 0,
+                             "a")
+        for i, value in enumerate(values.tolist()):
+            assert c.decode(got[i])[1]["subscription_ids"] == [value]
+            assert c.decode(got[i])[1]["publication_id"] == value
     assert encode_matches(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
                           np.empty(0, np.int64), 0, 0, "a") == []
