@@ -90,20 +90,28 @@ def last_marker(client_conf: Mapping[str, str], topic: str, txn: str,
     """The newest marker of transactional id ``txn`` on ``topic``, as a read_committed reader
     sees it: each partition is read backwards from its end in steps of ``SCAN_WINDOW``
     records until one holds a marker of ``txn``."""
+    found = last_marked(client_conf, topic, txn, outage_limit)
+    return None if found is None else found[0]
+
+
+def last_marked(client_conf: Mapping[str, str], topic: str, txn: str,
+                outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> tuple[Marker, Message] | None:
+    """The newest marker of ``txn`` on ``topic`` (``last_marker``) with the record that
+    carries it."""
     probe = EndOffsets(client_conf)
     try:
         listed = probe.listed(topic, probe.partitions(topic))
     finally:
         probe.close()
-    newest: Marker | None = None
+    newest: tuple[Marker, Message] | None = None
     for p, (low, high) in sorted(listed.items()):
         hi = high
         while hi > low:
             lo = max(low, hi - SCAN_WINDOW)
-            found = [m for m in (Marker.of(msg) for msg in read_between(
+            found = [(m, msg) for m, msg in ((Marker.of(msg), msg) for msg in read_between(
                 client_conf, topic, {p: lo}, {p: hi}, outage_limit)) if m and m.txn == txn]
             if found:
-                if newest is None or found[-1].batch > newest.batch:
+                if newest is None or found[-1][0].batch > newest[0].batch:
                     newest = found[-1]
                 break
             hi = lo

@@ -26,8 +26,10 @@ from config.exitcodes import EXIT_FAILED, EXIT_OK
 log = logging.getLogger("geops.app.realtime")
 
 JOB_GROUP = "geops-real-time"
-# How often a task commits what it has answered: the most a crash replays, in time.
-COMMIT_INTERVAL_S = 0.2
+# How often a task ends a period while records arrive. At least once: the most a crash replays,
+# in time. Exactly once: what a read_committed reader waits for an answer is about half of it
+# plus the commit (docs/results/real-time), so it is shorter.
+COMMIT_INTERVAL_S = {"at-least-once": 0.2, "exactly-once": 0.1}
 
 
 def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContext:
@@ -42,8 +44,9 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         events=cfg.topic("events") if cfg["app.events"] == "on" else "",
         object_ttl_ms=int(cfg["app.object_ttl"] * 1000),
         workers=workers,
-        starting_offsets=starting_offsets, commit_interval_s=COMMIT_INTERVAL_S,
-        outage_limit=cfg["kafka.outage_limit"])
+        starting_offsets=starting_offsets,
+        commit_interval_s=COMMIT_INTERVAL_S[cfg["app.delivery"]],
+        outage_limit=cfg["kafka.outage_limit"], delivery=cfg["app.delivery"])
 
 
 def slots(spark: Any) -> int:
@@ -105,6 +108,7 @@ class RealTimeJob:
                 ready.write_text(str(os.getpid()))
                 log.info("streaming from '%s' in real time: %d tasks answer as records arrive",
                          self.ctx.publications, self.ctx.workers)
+                log.info("ready: the real-time tasks have started and take publications")
                 marked = True
             sleep(0.2)
         if self.error is not None:

@@ -1,15 +1,14 @@
 """What one long-running real-time task does until it is stopped: read, match, write at once.
 
 Task ``index`` of ``workers`` reads the publications topic's partitions ``p`` with
-``p % workers == index`` from where the app's consumer group last committed them (a new app:
+``p % workers == index`` from where its output recorded its progress (``delivery``; a new app:
 ``starting_offsets``). Each poll's records are decoded together, the bad ones dead-lettered with
 their reason, the rest matched against every subscription (``static_side.WholeStatic``) and
 each matched publication's ``Match`` record produced at once (``linger.ms`` a millisecond, the
-producer idempotent). Every ``commit_interval_s`` the task sums up the period on the metrics
-topic (``period``), waits for its records to be delivered and then commits the offsets it has
-answered: a task or driver that dies replays at most the
-records after the last commit, whose ``Match`` records are written again, with the same key and
-subscriptions (at least once).
+producer idempotent), with the geofence events of the positions among them (``events``). Every
+``commit_interval_s`` the task ends a period: its summary on the metrics topic (``period``),
+then its records delivered and its offsets committed, at least once or in one transaction
+(``delivery``).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import shapely
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.faults import FAIL_TASK_VAR, fail_task_once
+from app.realtime.delivery import Delivery
 from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
 from app.realtime.static_side import PARTITIONS, STRATEGY, WholeStatic
@@ -64,15 +64,17 @@ class TaskContext:
     starting_offsets: str      # earliest | latest: where a partition never committed starts
     commit_interval_s: float
     outage_limit: float
+    delivery: str              # at-least-once | exactly-once (``delivery``)
 
 
 def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[int]:
     """Run task ``index`` until the job is cancelled; yields nothing while it runs (a task
     that returns has lost its partitions: it yields their count)."""
     static = WholeStatic(ctx.kafka_conf, ctx.subscriptions, ctx.outage_limit)
-    out = Sender(ctx.kafka_conf, outage_limit=ctx.outage_limit, **{"linger.ms": 1})
+    delivery = Delivery(ctx, index)
+    out = delivery.out
     reader = consumer(ctx.kafka_conf, group_id=ctx.group, **{"fetch.wait.max.ms": 10})
-    owned = _assign(reader, ctx, index)
+    owned = _assign(reader, ctx, index, delivery.resume())
     log.info("real-time task %d of %d: %d subscriptions, publications partitions %s",
              index, ctx.workers, static.subscriptions, owned)
     period = Period()
@@ -99,20 +101,19 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
                     fail_task_once()  # after its answers, before their commit: they come again
             out.poll()
             now = time.monotonic()
-            # what a commit covers is summed up before it, in the same flush: no record is
-            # answered without being counted (one replayed after a crash counts again)
+            # what a commit covers is summed up in it: no record is answered without being
+            # counted (at least once, one replayed after a crash counts again)
             if now - last_commit >= (ctx.commit_interval_s if period.records else PERIOD_S):
-                record = period.summary(ctx.app_id, STRATEGY, index, ctx.workers, PARTITIONS,
-                                        _positions(reader), static.offsets())
-                out.send(ctx.metrics, codec_.encode("BatchSummary", record),
-                         key=ctx.app_id.encode())
+                positions = _positions(reader)
+                delivery.end(reader, period.summary(ctx.app_id, STRATEGY, index, ctx.workers,
+                                                    PARTITIONS, positions, static.offsets()),
+                             positions)
                 period = Period()
-                _commit(reader, out)
                 last_commit = now
     finally:
         reader.close()
         static.close()
-    out.close()
+    delivery.close()
     yield len(owned)
 
 
@@ -127,15 +128,17 @@ def _poll(reader: Consumer) -> list[Any]:
     return [] if first is None else [first, *reader.consume(POLL_RECORDS - 1, timeout=0)]
 
 
-def _assign(reader: Consumer, ctx: TaskContext, index: int) -> list[int]:
-    """Assign the task's partitions at their committed offsets; the partitions."""
+def _assign(reader: Consumer, ctx: TaskContext, index: int, resume: dict[int, int]
+            ) -> list[int]:
+    """Assign the task's partitions where the output recorded its progress (``resume``), else
+    at the group's committed offsets, else ``starting_offsets``; the partitions."""
     parts = [p for p in topic_partitions(reader, ctx.publications, conf=ctx.kafka_conf)
              if p % ctx.workers == index]
     fresh = OFFSET_BEGINNING if ctx.starting_offsets == "earliest" else OFFSET_END
     committed = reader.committed([TopicPartition(ctx.publications, p) for p in parts],
                                  timeout=30)
-    reader.assign([TopicPartition(ctx.publications, tp.partition,
-                                  tp.offset if tp.offset >= 0 else fresh) for tp in committed])
+    reader.assign([TopicPartition(ctx.publications, tp.partition, resume.get(
+        tp.partition, tp.offset if tp.offset >= 0 else fresh)) for tp in committed])
     return parts
 
 
@@ -143,15 +146,6 @@ def _positions(reader: Consumer) -> dict[int, int]:
     """Partition -> the next offset to read, of the partitions read so far."""
     return {tp.partition: tp.offset for tp in reader.position(reader.assignment())
             if tp.offset >= 0}
-
-
-def _commit(reader: Consumer, out: Sender) -> None:
-    """Commit what was answered: every record produced so far delivered first (``flush``
-    raises when one was not, and the task fails before it commits)."""
-    out.flush()
-    positions = reader.position(reader.assignment())
-    if any(tp.offset >= 0 for tp in positions):
-        reader.commit(offsets=[tp for tp in positions if tp.offset >= 0], asynchronous=True)
 
 
 def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,

@@ -213,3 +213,33 @@ def test_real_time_geofence_events_equal_the_oracle_live(broker, tmp_path, monke
         assert app.stop() == 0, app.logs()[-3000:]
     finally:
         procs.reap()
+
+
+def test_real_time_exactly_once_across_a_failed_task_and_a_kill(broker, tmp_path, monkeypatch):
+    """Under --delivery exactly-once a read_committed reader sees every answer once: a task
+    that fails after writing its answers, and a driver killed with kill -9, leave no repeat."""
+    env, cfg = live_env(broker, tmp_path, "rt-eos-", monkeypatch)
+    failed = tmp_path / "task-failed"
+    w = generate_workload(seed=66, subscriptions=400, publications=3_000)
+    create_topics(cfg)
+    _change(cfg, w.subscriptions, [])
+    oracle = oracle_of(w.subscriptions, w.publications)
+    procs = Procs(tmp_path / "logs")
+    try:
+        app = procs.app({**env, FAIL_TASK_VAR: str(failed)}, *FLAGS, *RETRIED, "--delivery",
+                        "exactly-once")
+        wait_ready(cfg, app)
+        publisher = Publisher(cfg, w.publications, rate=1_000)
+        publisher.publish(len(w.publications) // 2)
+        wait_for("a third of the answers", lambda: len(matches(cfg)) > len(oracle) // 3, 120,
+                 [app])
+        assert failed.exists() and "injected task failure" in app.logs()
+        app.kill9()
+        publisher.publish(publisher.left)
+        publisher.close()
+        app.start()
+        wait_answered(cfg, oracle, [app])
+        assert assert_matches_oracle(cfg, oracle) == 0  # nothing twice
+        assert app.stop() == 0, app.logs()[-3000:]
+    finally:
+        procs.reap()
