@@ -234,7 +234,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
 
 def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the real-time path (``app.realtime``) until it is stopped or a task fails."""
-    from app.realtime.driver import RealTimeJob, slots, task_context
+    from app.realtime.driver import RealTimeJob, real_time_refusal, slots, task_context
     from kafkaio.clients import check_reachable
     from kafkaio.errors import KafkaUnavailable
 
@@ -249,10 +249,9 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     ready.unlink(missing_ok=True)
     try:
         workers = cfg["app.workers"] or slots(spark)
-        if slots(spark) < workers:
-            log.error("real-time mode needs a task slot for each of its %d workers and Spark "
-                      "offers %d: give the master more cores (local[%d]) or fewer --workers",
-                      workers, slots(spark), workers)
+        refused = real_time_refusal(cfg, spark, workers)
+        if refused is not None:
+            log.error("%s", refused)
             return EXIT_USAGE
         job = RealTimeJob(spark, task_context(cfg, workers, starting_offsets)).start()
         return job.wait(_stop_on_signals(), ready)

@@ -43,6 +43,8 @@ def register_events(benches: argparse._SubParsersAction) -> None:
     a.add_argument("--strategy", choices=choices.STRATEGIES, default="sPIS")
     a.add_argument("--join", choices=choices.JOINS, default="STAL")
     live.add_app_arguments(a)
+    a.add_argument("--mode", choices=choices.APP_MODES,
+                   help="the app's --mode (default: its configured default, micro-batch)")
     live.add_backlog_live_arguments(p, repeats=2, backlog_rate=30000.0, duration="30s",
                                     baseline="anonymous")
     config.add_arguments(p, ["kafka"])
@@ -66,7 +68,7 @@ def _events(args: argparse.Namespace) -> int:
         backlog_rate=args.backlog_rate, backlog_s=live.duration(args.backlog, "--backlog"),
         rate=args.rate, duration_s=live.duration(args.duration, "--duration"),
         app=AppOptions(args.strategy, args.join, args.workers, args.partitions,
-                       args.partitioner, args.trigger, args.master),
+                       args.partitioner, args.trigger, args.master, mode=args.mode),
         bootstrap_servers=given, kafka_properties=kafka_props,
         workdir=Path(args.workdir) if args.workdir else None, keep_workdir=args.keep_workdir,
         command=live.command_line())

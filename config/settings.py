@@ -151,6 +151,11 @@ SETTINGS: tuple[Setting, ...] = (
             "distributor) or real-time (long-running tasks that match each publication as it "
             "arrives against the whole static side and write its Match at once)",
             choices=APP_MODES.names),
+    Setting("app.realtime_task_memory", "app", "GEOPS_APP_REALTIME_TASK_MEMORY",
+            "--real-time-task-memory", parse_bytes,
+            "memory each real-time task may use to hold every subscription, e.g. 2g; 0: Spark's "
+            "spark.executor.pyspark.memory, else in local mode the available memory shared by "
+            "the workers (a cluster without either is not checked)"),
     Setting("app.delivery", "app", "GEOPS_APP_DELIVERY", "--delivery", parse_str,
             "how a micro-batch's matches and metrics reach Kafka: exactly-once (one "
             "transaction per batch; a batch run again after a crash is not written twice) or "

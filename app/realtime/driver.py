@@ -19,9 +19,11 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
+from app.realtime.sizing import static_side_bytes, task_bytes
 from app.realtime.task import TaskContext, serve
 from config import Config
 from config.exitcodes import EXIT_FAILED, EXIT_OK
+from config.values import parse_bytes
 
 log = logging.getLogger("geops.app.realtime")
 
@@ -53,6 +55,27 @@ def slots(spark: Any) -> int:
     """Task slots the cluster offers now: the default parallelism (local mode: its threads;
     a cluster: its executors' cores)."""
     return int(spark.sparkContext.defaultParallelism)
+
+
+def real_time_refusal(cfg: Config, spark: Any, workers: int) -> str | None:
+    """Why the real-time tasks cannot start here, in one line, or None: fewer task slots than
+    workers, or a static side larger than a task may hold (``sizing``)."""
+    if slots(spark) < workers:
+        return (f"real-time mode needs a task slot for each of its {workers} workers and Spark "
+                f"offers {slots(spark)}: give the master more cores (local[{workers}]) or fewer "
+                f"--workers")
+    records, need = static_side_bytes(cfg.kafka_client(), cfg.topic("subscriptions"),
+                                      cfg["kafka.outage_limit"])
+    pyspark = spark.sparkContext.getConf().get("spark.executor.pyspark.memory", "0")
+    limit = task_bytes(cfg["app.realtime_task_memory"], parse_bytes(pyspark),
+                       spark.sparkContext.master.startswith("local"), workers)
+    if limit is not None and need > limit:
+        return (f"the static side is too large for real-time mode: each task holds every "
+                f"subscription, about {need / 2**20:,.0f} MB for the {records:,} records of "
+                f"'{cfg.topic('subscriptions')}', and a task may hold {limit / 2**20:,.0f} MB "
+                f"(app.realtime_task_memory / --real-time-task-memory); run with --mode "
+                f"micro-batch, which partitions the subscriptions over the workers")
+    return None
 
 
 class RealTimeJob:

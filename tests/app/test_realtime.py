@@ -160,7 +160,7 @@ def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_
         procs.reap()
 
 
-def test_real_time_refuses_to_start_without_a_slot_per_worker(broker, tmp_path, monkeypatch):
+def test_real_time_refuses_without_a_slot_per_worker_or_room_for_the_static_side(broker, tmp_path, monkeypatch):
     env, cfg = live_env(broker, tmp_path, "rt-slots-", monkeypatch)
     create_topics(cfg)
     done = subprocess.run([sys.executable, "-m", "cli.main", "app", *FLAGS, "--master",
@@ -171,6 +171,17 @@ def test_real_time_refuses_to_start_without_a_slot_per_worker(broker, tmp_path, 
               if " geops.app ERROR " in line]
     assert len(errors) == 1, done.stdout[-3000:]
     assert "a task slot for each of its 2 workers and Spark offers 1" in errors[0], errors[0]
+    # a static side larger than a task may hold
+    _change(cfg, generate_workload(seed=3, subscriptions=2_000, publications=1).subscriptions, [])
+    done = subprocess.run([sys.executable, "-m", "cli.main", "app", *FLAGS, "--master",
+                           "local[2]", "--workers", "2", "--real-time-task-memory", "1m"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_USAGE, done.stdout[-3000:] + done.stderr[-3000:]
+    errors = [line for line in done.stdout.splitlines() if " geops.app ERROR " in line]
+    assert len(errors) == 1, done.stdout[-3000:]
+    assert ("the static side is too large for real-time mode" in errors[0]
+            and "2,000 records" in errors[0] and "a task may hold 1 MB" in errors[0]
+            and "--mode micro-batch" in errors[0]), errors[0]
 
 
 def test_real_time_geofence_events_equal_the_oracle_live(broker, tmp_path, monkeypatch):
