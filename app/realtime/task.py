@@ -68,8 +68,8 @@ class TaskContext:
 
 
 def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[int]:
-    """Run task ``index`` until the job is cancelled; yields nothing while it runs (a task
-    that returns has lost its partitions: it yields their count)."""
+    """Run task ``index`` until the job is cancelled. A task without partitions (more workers
+    than the topic has partitions) ends at once and yields 0."""
     static = WholeStatic(ctx.kafka_conf, ctx.subscriptions, ctx.outage_limit)
     delivery = Delivery(ctx, index)
     out = delivery.out
