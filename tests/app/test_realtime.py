@@ -160,7 +160,8 @@ def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_
         procs.reap()
 
 
-def test_real_time_refuses_without_a_slot_per_worker_or_room_for_the_static_side(broker, tmp_path, monkeypatch):
+def test_real_time_refuses_without_a_slot_per_worker_or_room_for_static(broker, tmp_path,
+                                                                      monkeypatch):
     env, cfg = live_env(broker, tmp_path, "rt-slots-", monkeypatch)
     create_topics(cfg)
     done = subprocess.run([sys.executable, "-m", "cli.main", "app", *FLAGS, "--master",
