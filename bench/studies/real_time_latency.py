@@ -121,11 +121,12 @@ class Reader(threading.Thread):
 
     def __init__(self, address: str, topic: str, partitions: int) -> None:
         super().__init__(daemon=True)
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        self.consumer = Consumer({"bootstrap.servers": address, "group.id": f"r-{uuid.uuid4()}",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 5,
-                                  "isolation.level": "read_committed"})
+        from kafkaio.clients import consumer
+
+        self.consumer = consumer({"bootstrap.servers": address}, f"r-{uuid.uuid4()}",
+                                 **{"fetch.wait.max.ms": 5})
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.records: list[Out] = []
         self.stop = threading.Event()
@@ -231,15 +232,16 @@ def task_loop(index: int, spec: dict[str, Any]) -> Iterator[str]:
     """The body of one long-running task: consume its share of the input partitions, produce
     each record at once (in a transaction committed every ``commit_ms`` when ``eos``), until
     ``spec['stop_file']`` exists. Yields one line of counts at its end."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import KafkaException, Producer, TopicPartition
     from pyspark import TaskContext
+
+    from kafkaio.clients import consumer as make_consumer
 
     ctx = TaskContext.get()
     attempt = ctx.attemptNumber() if ctx else 0
     mine = [p for p in range(spec["partitions"]) if p % spec["workers"] == index]
-    consumer = Consumer({"bootstrap.servers": spec["address"], "group.id": spec["group"],
-                         "enable.auto.commit": False, "fetch.wait.max.ms": spec["fetch_wait"],
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer = make_consumer({"bootstrap.servers": spec["address"]}, spec["group"],
+                             **{"fetch.wait.max.ms": spec["fetch_wait"]})
     committed = consumer.committed([TopicPartition(spec["in"], p) for p in mine], timeout=10)
     consumer.assign([TopicPartition(spec["in"], tp.partition,
                                     tp.offset if tp.offset >= 0 else 0) for tp in committed])
