@@ -41,7 +41,7 @@ RATE = 100.0
 
 def test_live_stream_survives_every_fault(own_broker, procs, tmp_path, monkeypatch):
     env, cfg = live_env(own_broker.address, tmp_path, "f-", monkeypatch)
-    w = generate_workload(seed=21, subscriptions=600, publications=3000)
+    w = generate_workload(seed=21, subscriptions=600, publications=4000)
     oracle = oracle_of(w.subscriptions, w.publications)
     load_subscriptions_only(cfg, w.subscriptions)
     dist = procs.distributor(env, "--resync-periods", "3")
@@ -81,6 +81,19 @@ def test_live_stream_survives_every_fault(own_broker, procs, tmp_path, monkeypat
     dist.kill9()                                                    # 5. the distributor too
     pub.publish(200)
     dist.start()
+
+    # The restarted distributor recovers the forged epoch from the control topic and drops it
+    # once the app has gone on reporting its own for --resync-periods periods; those periods
+    # need batches, so the stream goes on in small steps until it has (not a race between the
+    # rest of the stream and the distributor's start on a busy machine).
+    def resynced() -> bool:
+        if "resync" in {s["decision"] for s in by_schema(cfg.kafka_client(), cfg.topic(
+                "status")).get("DistributorStatus", [])}:
+            return True
+        pub.publish(50)
+        return False
+
+    wait_for("the restarted distributor to drop the forged epoch", resynced, 240, [app, dist])
     pub.publish(pub.left)
     pub.close()
 
