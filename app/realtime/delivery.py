@@ -7,7 +7,8 @@ period's answers, and then
   answered to the app's consumer group; a task started again resumes from the group's offsets,
   and answers again what came after them (the same ``Match`` records, keyed by publication);
 - **exactly-once**: the period is one Kafka transaction of the task's transactional id
-  (``<the app's transactional id>-rt<task index>``): its matches, events, dead letters and the
+  (the app's consumer group of the real-time path, ``geops-<app id>-<digest>-rt``, and the
+  task's index): its matches, events, dead letters and the
   summary, which carries the transaction's marker (``kafkaio.transactions``) and, in
   ``source_end_offsets``, the offsets the period answered up to. A task started again fences
   its previous producer (an open transaction is aborted), reads its newest committed summary
@@ -25,7 +26,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from kafkaio.sender import Sender
-from kafkaio.transactions import Marker, TransactionalSender, last_marked, transactional_id
+from kafkaio.transactions import Marker, TransactionalSender, last_marked
 from schemas import codec
 
 MARKER_QUERY = "real-time"  # the marker's query: the task's transactions are not a query's
@@ -38,8 +39,7 @@ class Delivery:
         self.ctx, self.index = ctx, index
         self.exactly_once = ctx.delivery == "exactly-once"
         if self.exactly_once:
-            self.txn = (f"{transactional_id(ctx.app_id, ctx.publications, ctx.matches)}"
-                        f"-rt{index}")
+            self.txn = f"{ctx.group}{index}"  # the group's name, the task's index after it
             self.out: Sender = TransactionalSender(ctx.kafka_conf, self.txn, ctx.outage_limit)
             self.out.begin()
         else:

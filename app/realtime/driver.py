@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from app.realtime.task import TaskContext, serve
 from config import Config
 from config.exitcodes import EXIT_FAILED, EXIT_OK
 from config.values import parse_bytes
+from kafkaio.transactions import transactional_id
 
 log = logging.getLogger("geops.app.realtime")
 
@@ -37,10 +37,10 @@ COMMIT_INTERVAL_S = {"at-least-once": 0.2, "exactly-once": 0.1}
 def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContext:
     """What each task is given, from the resolved settings."""
     publications = cfg.topic("publications")
-    digest = sha256(f"{publications}>{cfg.topic('matches')}".encode()).hexdigest()[:12]
+    identity = transactional_id(cfg["app.app_id"], publications, cfg.topic("matches"))
     return TaskContext(
         kafka_conf=cfg.kafka_client(), app_id=cfg["app.app_id"],
-        group=f"geops-rt-{cfg['app.app_id']}-{digest}", publications=publications,
+        group=f"{identity}-rt", publications=publications,
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
         events=cfg.topic("events") if cfg["app.events"] == "on" else "",

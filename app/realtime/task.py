@@ -52,7 +52,8 @@ class TaskContext:
 
     kafka_conf: dict[str, str]
     app_id: str
-    group: str                 # the consumer group that holds the answered offsets
+    group: str                 # the consumer group that holds the answered offsets; with a
+    #                            task's index after it, that task's transactional id
     publications: str
     subscriptions: str
     matches: str
