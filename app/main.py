@@ -32,13 +32,13 @@ from config.exitcodes import (
 )
 
 if TYPE_CHECKING:
-    from app.batch import BatchRunner, BatchState, Topics
-    from app.control_channel import ControlChannel
-    from app.events_query import EventsQuery
-    from app.launch import Watchdog
-    from app.static import StaticSide
-    from app.subscription_scan import Scan, SubscriptionSet
-    from app.subscriptions import SubscriptionFeed
+    from app.batch.control import ControlChannel
+    from app.batch.runner import BatchRunner, BatchState, Topics
+    from app.events.query import EventsQuery
+    from app.launch.jvm import Watchdog
+    from app.static.side import StaticSide
+    from app.subscriptions.feed import SubscriptionFeed
+    from app.subscriptions.scan import Scan, SubscriptionSet
     from geops.strategies.strategy import Layout
     from schemas.assignment import Owners
 
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def checkpoint_dir(cfg: Config) -> str:
-    return cfg["app.checkpoint"] or str(cfg.state_dir() / "checkpoints" / cfg["app.app_id"])
+    return cfg.view.app.checkpoint or str(cfg.state_dir() / "checkpoints" / cfg.view.app.app_id)
 
 
 def ready_path(checkpoint: str) -> Path:
@@ -82,7 +82,7 @@ QUIET_LOGGERS = {
     "org.apache.spark.executor.Executor": "FATAL",
     "org.apache.spark.scheduler.TaskSetManager": "FATAL",
     # the connector's offset lookups are tried again with a new admin client after a timeout
-    # (kafka_read.API_TIMEOUT_MS), each attempt with its stack trace; the query's failure says
+    # (app.read.source.API_TIMEOUT_MS), each attempt with its stack trace; the query's failure says
     # when they ran out
     "org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin": "FATAL",
     # the connector's Java clients warn once a second while a node is away; the Python
@@ -99,13 +99,13 @@ def _session(cfg: Config):
 
     conf = SparkConf()
     if not conf.contains("spark.master"):
-        conf.setMaster(cfg["spark.master"])
+        conf.setMaster(cfg.view.spark.master)
     _add_connector(conf)
-    ui = {"spark.ui.enabled": "true" if cfg["spark.ui"] == "on" else "false"}
-    for key, value in {**ui, **cfg["spark.conf"]}.items():
+    ui = {"spark.ui.enabled": "true" if cfg.view.spark.ui == "on" else "false"}
+    for key, value in {**ui, **cfg.view.spark.conf}.items():
         if not conf.contains(key):
             conf.set(key, str(value))
-    conf.setAppName(f"geops-{cfg['app.app_id']}")
+    conf.setAppName(f"geops-{cfg.view.app.app_id}")
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if spark.sparkContext.uiWebUrl:
@@ -121,7 +121,7 @@ def _add_connector(conf: Any) -> None:
     """Put Spark's Kafka connector on the classpath unless spark-submit was given it
     (``--packages``/``--jars``); it takes effect where this process starts the JVM (``geops
     app`` gives spark-submit ``--jars``; ``spark-submit app/main.py`` needs ``--packages``)."""
-    from app.kafka_read import connector_jars, has_connector
+    from app.read.source import connector_jars, has_connector
 
     if os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit started the JVM: too late
         return
@@ -133,7 +133,7 @@ def _add_connector(conf: Any) -> None:
 
 def _check_connector(spark: Any) -> str | None:
     """Why the app cannot read Kafka with this JVM (the connector is not on its classpath)."""
-    from app.kafka_read import PROVIDER_CLASS
+    from app.read.source import PROVIDER_CLASS
 
     try:
         spark.sparkContext._jvm.java.lang.Class.forName(
@@ -147,15 +147,15 @@ def _check_connector(spark: Any) -> str | None:
 
 
 def _watch(spark, cfg: Config):
-    """Start the watchdog that ends the driver when its JVM is gone (app/launch.py); warn when
+    """Start the watchdog that ends the driver when its JVM is gone (app/launch/jvm.py); warn when
     the JVM lacks the launch settings of ``geops app``."""
-    from app.launch import Watchdog, launched_by_geops
+    from app.launch.jvm import Watchdog, launched_by_geops
 
     if not launched_by_geops(spark.sparkContext._jvm):
         log.warning("the driver JVM was not started by `geops app`: spark.driver_memory (%s) "
                     "does not apply, and an OutOfMemoryError may leave it hanging; give "
                     "spark-submit --driver-memory and --driver-java-options "
-                    "-XX:+ExitOnOutOfMemoryError", cfg["spark.driver_memory"])
+                    "-XX:+ExitOnOutOfMemoryError", cfg.view.spark.driver_memory)
     jsc = spark.sparkContext._jsc
     return Watchdog(lambda: jsc.sc().isStopped()).start()
 
@@ -171,13 +171,13 @@ def starting(status: dict) -> bool:
 
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
-    from app.batch import BatchState, Topics
+    from app.batch.runner import BatchState, Topics
 
-    if cfg["app.mode"] == "real-time":
+    if cfg.view.app.mode == "real-time":
         return run_real_time(cfg, starting_offsets)
 
     kafka_conf = cfg.kafka_client()
-    events_on = cfg["app.events"] == "on"
+    events_on = cfg.view.app.events == "on"
     topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
                     cfg.topic("control"), cfg.topic("dead_letter"),
                     cfg.topic("positions") if events_on else "")
@@ -187,7 +187,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         feed, ends = _start_feed(cfg, kafka_conf, topics, checkpoint)
         events_start = _positions_end(cfg, kafka_conf, topics, feed) if events_on else ""
         spark, watchdog = _start_spark(cfg, feed)
-        workers = cfg["app.workers"] or spark.sparkContext.defaultParallelism
+        workers = cfg.view.app.workers or spark.sparkContext.defaultParallelism
         scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
                                                      watchdog)
         strategy = _layout(cfg, found, scanned_s, workers)
@@ -212,7 +212,7 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
     stopping = _stop_on_signals()
     code = EXIT_OK
-    supervisor = Supervisor(kafka_conf, cfg["kafka.outage_limit"])
+    supervisor = Supervisor(kafka_conf, cfg.view.kafka.outage_limit)
     try:
         code, message = _supervise(cfg, query, start_query, state, stopping, supervisor,
                                    checkpoint, topics, kafka_conf, events, runner)
@@ -239,7 +239,7 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     from kafkaio.errors import KafkaUnavailable
 
     try:
-        check_reachable(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
+        check_reachable(cfg.kafka_client(), outage_limit=cfg.view.kafka.outage_limit)
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
         return exc.exit_code
@@ -248,7 +248,7 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     ready = ready_path(checkpoint_dir(cfg))
     ready.unlink(missing_ok=True)
     try:
-        workers = cfg["app.workers"] or slots(spark)
+        workers = cfg.view.app.workers or slots(spark)
         refused = real_time_refusal(cfg, spark, workers)
         if refused is not None:
             log.error("%s", refused)
@@ -264,7 +264,7 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
 def _source_options(cfg: Config, topics: Topics, starting_offsets: str) -> dict[str, str]:
     """The options of Spark's Kafka source for the publications; a client setting the
     connector cannot take ends the app before anything started (a usage error)."""
-    from app.kafka_read import source_options
+    from app.read.source import source_options
     from kafkaio.errors import UntranslatableSetting
 
     try:
@@ -278,14 +278,14 @@ def _start_feed(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
                 checkpoint: str) -> tuple[SubscriptionFeed, dict[int, int]]:
     """Check that Kafka answers and start following the subscriptions topic; returns the feed
     and the topic's end offsets, up to which the executors scan it."""
-    from app.subscriptions import SubscriptionFeed
+    from app.subscriptions.feed import SubscriptionFeed
     from kafkaio.clients import check_reachable
     from kafkaio.errors import KafkaUnavailable
 
     feed = SubscriptionFeed(kafka_conf, cfg.topic("subscriptions"), checkpoint,
-                            cfg["kafka.outage_limit"], topics.dead_letter, cfg["app.app_id"])
+                            cfg.view.kafka.outage_limit, topics.dead_letter, cfg.view.app.app_id)
     try:
-        check_reachable(kafka_conf, outage_limit=cfg["kafka.outage_limit"])
+        check_reachable(kafka_conf, outage_limit=cfg.view.kafka.outage_limit)
         ends = feed.start()
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
@@ -314,13 +314,13 @@ def _scan_subscriptions(cfg: Config, kafka_conf: dict[str, str], ends: dict[int,
     """Scan the subscriptions topic up to ``ends`` on the executors; returns the scan, the
     subscriptions found and the seconds it took. The invalid ones go to the dead-letter topic;
     an outage or data loss, or no subscriptions at all, ends the app."""
-    from app.batch import EXPECTED_FAILURES
-    from app.subscription_scan import Scan, TopicRange
+    from app.batch.runner import EXPECTED_FAILURES
+    from app.subscriptions.scan import Scan, TopicRange
 
     t = time.perf_counter()
     try:
         scan = Scan(spark.sparkContext, TopicRange(dict(kafka_conf), cfg.topic("subscriptions"),
-                                                   ends, cfg["kafka.outage_limit"]))
+                                                   ends, cfg.view.kafka.outage_limit))
     except Exception as exc:  # a read task failed: an expected condition gets its one line
         found = _EXPECTED.search(str(exc))
         if found is None:
@@ -349,13 +349,13 @@ def _layout(cfg: Config, found: SubscriptionSet, scanned_s: float, workers: int)
     from geops.strategies.strategy import Layout
 
     t = time.perf_counter()
-    strategy = Layout(cfg["app.strategy"], found.envelopes, cfg["app.partitions"],
-                      cfg["app.partitioner"])
+    strategy = Layout(cfg.view.app.strategy, found.envelopes, cfg.view.app.partitions,
+                      cfg.view.app.partitioner)
     partitions = strategy.num_partitions
     log.info("%d subscriptions (%d records read by the executors in %.1f s, %d skipped) in %d "
              "partitions for %s with a %s partitioner, %d workers, %s join (built in %.1f s)",
              len(found.envelopes), found.records, scanned_s, found.skipped, partitions,
-             strategy.name, cfg["app.partitioner"], workers, cfg["app.join"],
+             strategy.name, cfg.view.app.partitioner, workers, cfg.view.app.join,
              time.perf_counter() - t)
     if partitions < 4 * workers:
         log.warning("only %d static partitions for %d workers; keep P >= 4 W so the "
@@ -368,13 +368,13 @@ def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
                         watchdog: Watchdog) -> tuple[ControlChannel, int, list[Owners]]:
     """Open the control channel and resume the newest assignment on it (after a restart), else
     start from epoch 0's; returns the channel, the epoch and every partition's owners."""
-    from app.control_channel import ControlChannel
+    from app.batch.control import ControlChannel
     from kafkaio.errors import KafkaUnavailable
     from schemas.assignment import initial_assignment
 
-    control = ControlChannel(kafka_conf, topics.control, cfg["app.app_id"], partitions, workers)
+    control = ControlChannel(kafka_conf, topics.control, cfg.view.app.app_id, partitions, workers)
     try:
-        recovered = control.recover(cfg["kafka.outage_limit"])
+        recovered = control.recover(cfg.view.kafka.outage_limit)
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
         watchdog.disarm()
@@ -394,15 +394,15 @@ def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan, found: 
                   workers: int, owners: list[Owners], epoch: int) -> StaticSide:
     """Build the static side (the partitions' indexes) on the executors from the scanned
     payloads, then release the scan's cache."""
-    from app.static import StaticSide
-    from app.static_build import BuildSpec
+    from app.static.build import BuildSpec
+    from app.static.side import StaticSide
 
     sc = spark.sparkContext
     partitions = strategy.num_partitions
     spec = BuildSpec(strategy.name, partitions,
                      None if strategy.partitioner is None else sc.broadcast(strategy.partitioner),
                      scan.payloads(), sc.broadcast(found.stale))
-    static = StaticSide(sc, spec, cfg["app.join"], workers, owners, epoch)
+    static = StaticSide(sc, spec, cfg.view.app.join, workers, owners, epoch)
     scan.release()
     log.info("static data: %d bytes in %d partitions (%.0f bytes per subscription, the largest "
              "partition %d bytes), built on the executors in %.1f s", static.total_bytes,
@@ -417,23 +417,23 @@ def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionS
                  feed: SubscriptionFeed) -> BatchRunner:
     """The per-batch pipeline, warmed up so that the executors' Python processes hold the
     matching code and the resident indexes before the first publication waits for them."""
-    from app.batch import BatchRunner
-    from app.events_out import FenceTable
-    from app.workers import WorkerCount
+    from app.batch.runner import BatchRunner
+    from app.batch.workers import WorkerCount
+    from app.events.positions import FenceTable
     from geops.strategies.churn import LiveSubscriptions
 
     sc = spark.sparkContext
-    runner = BatchRunner(app_id=cfg["app.app_id"], strategy=strategy,
-                         router=sc.broadcast(strategy.router()), join_mode=cfg["app.join"],
+    runner = BatchRunner(app_id=cfg.view.app.app_id, strategy=strategy,
+                         router=sc.broadcast(strategy.router()), join_mode=cfg.view.app.join,
                          workers=workers, static=static, control=control, topics=topics,
                          kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         outage_limit=cfg["kafka.outage_limit"],
-                         on_data_loss=cfg["app.on_data_loss"], feed=feed,
+                         outage_limit=cfg.view.kafka.outage_limit,
+                         on_data_loss=cfg.view.app.on_data_loss, feed=feed,
                          live=LiveSubscriptions(strategy, found.envelopes),
-                         fold_bytes=cfg["app.fold_bytes"], delivery=cfg["app.delivery"],
+                         fold_bytes=cfg.view.app.fold_bytes, delivery=cfg.view.app.delivery,
                          follow=WorkerCount(sc, workers),
-                         one_stage_records=cfg["app.one_stage_records"],
-                         direct_read=cfg["app.large_batch_read"] == "direct",
+                         one_stage_records=cfg.view.app.one_stage_records,
+                         direct_read=cfg.view.app.large_batch_read == "direct",
                          fences=(FenceTable(found.envelopes.ids, found.detect)
                                  if topics.positions else None))
     built, took = runner.warm_up()
@@ -446,13 +446,13 @@ def _query_starter(cfg: Config, spark: Any, options: dict[str, str], runner: Bat
                    checkpoint: str) -> Callable[[], Any]:
     """What starts the streaming query (from its checkpoint): at first, and again after Kafka
     came back from an outage the connector gave up on."""
-    app_id = cfg["app.app_id"]
+    app_id = cfg.view.app.app_id
 
     def start_query() -> Any:
         return (spark.readStream.format("kafka").options(**options).load()
                 .writeStream.foreachBatch(runner)
                 .option("checkpointLocation", checkpoint)
-                .trigger(processingTime=f"{int(cfg['app.trigger'] * 1000)} milliseconds")
+                .trigger(processingTime=f"{int(cfg.view.app.trigger * 1000)} milliseconds")
                 .queryName(app_id).start())
 
     return start_query
@@ -460,13 +460,13 @@ def _query_starter(cfg: Config, spark: Any, options: dict[str, str], runner: Bat
 
 def _positions_end(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
                    feed: SubscriptionFeed) -> str:
-    """Where a new events query starts reading positions (``app.events_query``): the
+    """Where a new events query starts reading positions (``app.events.query``): the
     positions topic's end now. A missing topic ends the app in one line."""
-    from app.events_query import positions_end
+    from app.events.query import positions_end
     from kafkaio.errors import KafkaUnavailable
 
     try:
-        return positions_end(kafka_conf, topics.positions, cfg["kafka.outage_limit"])
+        return positions_end(kafka_conf, topics.positions, cfg.view.kafka.outage_limit)
     except KafkaUnavailable as exc:
         log.error("geofence events (--events on): %s", one_line(exc))
         feed.close()
@@ -475,20 +475,20 @@ def _positions_end(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
 
 def _events_query(cfg: Config, spark: Any, kafka_conf: dict[str, str], topics: Topics,
                   checkpoint: str, starting: str) -> EventsQuery:
-    """The events query (``app.events_query``), its checkpoint beside the matching query's."""
-    from app.batch_output import batch_output
-    from app.events_query import EventsQuery, EventsWriter
-    from app.kafka_read import source_options
+    """The events query (``app.events.query``), its checkpoint beside the matching query's."""
+    from app.batch.output import batch_output
+    from app.events.query import EventsQuery, EventsWriter
+    from app.read.source import source_options
 
     events_checkpoint = str(Path(checkpoint) / "events")
-    output = batch_output(cfg["app.delivery"], kafka_conf, cfg["kafka.outage_limit"],
-                          app_id=cfg["app.app_id"], checkpoint=events_checkpoint,
+    output = batch_output(cfg.view.app.delivery, kafka_conf, cfg.view.kafka.outage_limit,
+                          app_id=cfg.view.app.app_id, checkpoint=events_checkpoint,
                           publications=topics.positions, outputs=(cfg.topic("events"),))
     options = source_options(cfg, topics.positions, "latest")
     options.pop("maxOffsetsPerTrigger", None)
     options["failOnDataLoss"] = "true"
-    return EventsQuery(spark, options, events_checkpoint, cfg["app.app_id"],
-                       int(cfg["app.object_ttl"] * 1000),
+    return EventsQuery(spark, options, events_checkpoint, cfg.view.app.app_id,
+                       int(cfg.view.app.object_ttl * 1000),
                        EventsWriter(output, cfg.topic("events")), starting)
 
 
@@ -527,8 +527,8 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
     """Follow the query (and the events query) until it ends; restart either after an outage
     the connector gave up on. Returns the exit code and, when a query failed, the one line
     that says why."""
-    from app.kafka_read import describe_loss
-    from app.launch import fatal_failure
+    from app.launch.jvm import fatal_failure
+    from app.read.source import describe_loss
 
     ready = False
     while True:
@@ -565,7 +565,7 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
     """Wait while the query runs: write the ready file after its first batch, and stop it,
     once no batch is running, when a signal came or it was idle for ``app.stop_after_idle``.
     Returns whether the app is ready (has written its ready file)."""
-    idle = cfg["app.stop_after_idle"]
+    idle = cfg.view.app.stop_after_idle
     while query.isActive:
         try:
             query.awaitTermination(0.2)
@@ -622,7 +622,7 @@ class Supervisor:
     def restart_after(self, text: str, answered: float | None = None) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka);
         ``answered``: when Kafka last answered the query (``time.monotonic``)."""
-        from app.kafka_read import kafka_silent
+        from app.read.source import kafka_silent
         from kafkaio.clients import check_reachable
         from kafkaio.errors import KafkaOutage, KafkaUnavailable
 
@@ -650,7 +650,7 @@ def explain_failure(text: str, checkpoint: str, outage: str | None = None,
     """Exit code and one-line message for a failed query: an expected condition (Kafka outage
     past the limit, data loss) gets its own line and code; anything else the whole text.
     ``describe`` names the lost offsets better than the connector's text, where it can."""
-    from app.kafka_read import data_loss
+    from app.read.source import data_loss
 
     if outage is not None:
         return EXIT_OUTAGE, outage

@@ -1,4 +1,4 @@
-"""Figures the app reports on the metrics topic (per-partition loads: ``app.task_records``)."""
+"""Figures the app reports on the metrics topic (per-partition loads: ``app.records``)."""
 
 from __future__ import annotations
 

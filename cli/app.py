@@ -12,7 +12,7 @@ third-party dependencies; their Python is ``PYSPARK_PYTHON`` when set (Spark's c
 else this interpreter.
 
 Spark reads some settings only when its JVM starts (in local mode the driver JVM is running
-before the session's settings are applied), so they go to spark-submit (``app/launch.py``):
+before the session's settings are applied), so they go to spark-submit (``app/launch/jvm.py``):
 ``--driver-memory``, ``--driver-java-options`` with ``-XX:+ExitOnOutOfMemoryError``, and
 ``[spark.conf]`` as ``--conf``. The JVM's output passes through this process, which recognises a
 fatal error in it (the JVM ends at its first OutOfMemoryError) and ends with one line naming the
@@ -41,7 +41,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from app.launch import FatalWatch, spark_submit_args
+from app.launch.jvm import FatalWatch, spark_submit_args
 from cli.errors import CommandError
 
 APP_MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError("no Kafka bootstrap servers configured")
     java_client_conf(cfg.kafka_client())  # the settings must reach Spark's Kafka connector too
     argv = args.raw_argv[args.raw_argv.index("app") + 1:]
-    master = cfg["spark.master"]
+    master = cfg.view.spark.master
     env = dict(os.environ, PYSPARK_DRIVER_PYTHON=sys.executable)
     cmd = [spark_submit(), "--master", master]
     if LOCAL_MASTER.fullmatch(master):

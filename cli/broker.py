@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _start(args: argparse.Namespace) -> int:
     cfg = settings(args)
-    info, started = broker.start(cfg.state_dir(), cfg["broker.port"],
-                                 nodes=cfg["broker.nodes"], heap=cfg["broker.heap"],
+    info, started = broker.start(cfg.state_dir(), cfg.view.broker.port,
+                                 nodes=cfg.view.broker.nodes, heap=cfg.view.broker.heap,
                                  secure=args.secure,
                                  topic_names={t: cfg.topic(t) for t in config.TOPICS})
     what = f"Apache Kafka {info.kafka_version}, {_nodes(info)}"
@@ -51,8 +51,8 @@ def _start(args: argparse.Namespace) -> int:
         print(f"broker started ({what})")
     else:
         print(f"broker already running ({what})")
-        if info.port != cfg["broker.port"] and cfg["broker.port"] != 0:
-            print(f"note: it listens on port {info.port}, not {cfg['broker.port']}; "
+        if info.port != cfg.view.broker.port and cfg.view.broker.port != 0:
+            print(f"note: it listens on port {info.port}, not {cfg.view.broker.port}; "
                   f"stop it first to change the port")
     print(f"bootstrap servers: {info.address}")
     if info.secure_dir:

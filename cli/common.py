@@ -76,7 +76,7 @@ def reachable(cfg: Config) -> None:
     settings are); a broker that accepts connections but is silent is waited for up to the
     outage limit, as any outage is (exit code 4 past it)."""
     try:
-        check_reachable(cfg.kafka_client(), timeout=10.0, outage_limit=cfg["kafka.outage_limit"])
+        check_reachable(cfg.kafka_client(), timeout=10.0, outage_limit=cfg.view.kafka.outage_limit)
     except KafkaUnavailable as exc:
         hint = "" if isinstance(exc, KafkaOutage) else _secured_hint(cfg)
         raise CommandError(f"{exc}{hint}", exc.exit_code) from None

@@ -67,13 +67,13 @@ def _run(args: argparse.Namespace) -> int:
     from dashboard.state import View
 
     cfg = settings(args)
-    app_id = args.app_id or cfg["app.app_id"]
-    period, history = cfg["dashboard.period"], cfg["dashboard.history"]
+    app_id = args.app_id or cfg.view.app.app_id
+    period, history = cfg.view.dashboard.period, cfg.view.dashboard.history
     if history / period > MAX_ROWS:
         raise CommandError(f"--history {history:g} s / --period {period:g} s gives "
                            f"{history / period:.0f} points per series; at most {MAX_ROWS}",
                            EXIT_USAGE)
-    host, port = cfg["dashboard.host"], cfg["dashboard.port"]
+    host, port = cfg.view.dashboard.host, cfg.view.dashboard.port
     hub = Hub()
     try:
         server = DashboardServer(host, port, hub)
@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     view = View(app_id, period_s=period, history_s=history,
-                window_s=cfg["dashboard.map_window"])
+                window_s=cfg.view.dashboard.map_window)
     feed = Feed(cfg, view, hub.publish)
     stop = threading.Event()
     reader = threading.Thread(target=feed.run, args=(stop,), name="dashboard-feed",

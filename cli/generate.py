@@ -202,12 +202,12 @@ def _skew_spec(args: argparse.Namespace) -> SkewSpec | None:
             config.load(args.config)   # a file the user named must exist and be valid
         return None
     cfg = config.load(args.config, flags=flags)
-    workers = cfg["app.workers"]
+    workers = cfg.view.app.workers
     if workers == 0:
         raise CommandError("--skew needs --workers: the configured app.workers is 0 (all "
                            "executor cores), which the generator cannot know", EXIT_USAGE)
     return SkewSpec(workers=workers, hot_workers=args.hot_workers,
-                    partitions=cfg["app.partitions"], partitioner=cfg["app.partitioner"],
+                    partitions=cfg.view.app.partitions, partitioner=cfg.view.app.partitioner,
                     target=args.skew, hot_partitions=args.hot_partitions,
                     moving=args.moving_hotspot)
 

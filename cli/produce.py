@@ -154,10 +154,10 @@ def _produce(args: argparse.Namespace, cfg: config.Config, logical: str, name: s
     try:
         if isinstance(records, tuple):
             produce_encoded(cfg.kafka_client(), topic, *records, args.rate, progress.update,
-                            outage_limit=cfg["kafka.outage_limit"])
+                            outage_limit=cfg.view.kafka.outage_limit)
         else:
             produce_records(cfg.kafka_client(), topic, name, records, args.rate,
-                            progress.update, outage_limit=cfg["kafka.outage_limit"])
+                            progress.update, outage_limit=cfg.view.kafka.outage_limit)
     finally:  # a KafkaUnavailable goes on to the command's one line and exit code
         progress.close()
     print(f"produced {count} {logical} to {topic}; rejected {len(rejected)}")
@@ -210,7 +210,7 @@ def _unsubscribe(args: argparse.Namespace) -> int:
         raise CommandError("nothing to unsubscribe: give --id N (repeatable) or --file F", 2)
     reachable(cfg)
     topic = args.topic or cfg.topic("subscriptions")
-    sender = Sender(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
+    sender = Sender(cfg.kafka_client(), outage_limit=cfg.view.kafka.outage_limit)
     for sid in dict.fromkeys(ids):
         sender.send(topic, None, key=str(sid).encode())
     sender.close()

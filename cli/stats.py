@@ -172,7 +172,7 @@ def _stats(args: argparse.Namespace) -> int:
             raise CommandError(f"{', '.join(given)} only applies with --follow", EXIT_USAGE)
     cfg = settings(args)
     reachable(cfg)
-    app_id = args.app_id or cfg["app.app_id"]
+    app_id = args.app_id or cfg.view.app.app_id
     if args.follow:
         return follow(cfg, app_id, period=args.period or 5.0, until_idle=args.until_idle,
                       periods=args.periods, from_beginning=args.from_beginning)

@@ -247,7 +247,8 @@ SETTINGS: tuple[Setting, ...] = (
 BY_PATH = {s.path: s for s in SETTINGS}
 FREE_TABLES = ("kafka.client", "spark.conf")
 # Spark properties with a setting of their own: Spark reads them only when its JVM starts, so
-# ``geops app`` gives them to spark-submit (app/launch.py); in [spark.conf] they would do nothing.
+# ``geops app`` gives them to spark-submit (``app/launch/jvm.py``); in [spark.conf] they would do
+# nothing.
 LAUNCH_PROPERTIES = {"spark.driver.memory": "spark.driver_memory",
                      "spark.executor.memory": "spark.executor_memory",
                      "spark.driver.maxResultSize": "spark.driver_max_result_size",

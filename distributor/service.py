@@ -79,7 +79,7 @@ def build_engine(cfg: Config) -> Engine:
                             ) from None
     if settings["period"] <= 0:
         raise _config_error("distributor.period", f"must be positive, got {settings['period']}")
-    return Engine.from_settings(settings, app_id=cfg["app.app_id"])
+    return Engine.from_settings(settings, app_id=cfg.view.app.app_id)
 
 
 def _config_error(path: str, detail: str) -> ConfigError:
@@ -118,10 +118,10 @@ class Service:
     def __init__(self, cfg: Config):
         self.engine = build_engine(cfg)
         self.conf = cfg.kafka_client()
-        self.app_id: str = cfg["app.app_id"]
-        self.period_s: float = cfg["distributor.period"]
-        self.idle_s: float = cfg["distributor.stop_after_idle"]
-        self.outage_limit: float = cfg["kafka.outage_limit"]
+        self.app_id: str = cfg.view.app.app_id
+        self.period_s: float = cfg.view.distributor.period
+        self.idle_s: float = cfg.view.distributor.stop_after_idle
+        self.outage_limit: float = cfg.view.kafka.outage_limit
         self.metrics_topic = cfg.topic("metrics")
         self.control_topic = cfg.topic("control")
         self.status_topic = cfg.topic("status")

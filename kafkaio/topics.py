@@ -49,14 +49,14 @@ def create_topics(cfg: Config, logical: Iterable[str] = TOPICS,
     results: dict[str, TopicResult] = {}
     for name in wanted:
         topic = cfg.topic(name)
-        parts = cfg[f"topics.{name}.partitions"]
+        parts = getattr(cfg.view.topics, name).partitions
         if topic in existing:
             have = len(existing[topic].partitions)
             note = "" if have == parts else f"has {have} partitions, config asks {parts}"
             results[name] = TopicResult(name, topic, have, "exists", note)
             continue
         conf = {k: str(v) for k, v in (_topic_config(cfg, name)).items()}
-        new.append((name, NewTopic(topic, parts, cfg["kafka.replication_factor"] or -1,
+        new.append((name, NewTopic(topic, parts, cfg.view.kafka.replication_factor or -1,
                                      config=conf)))
     if new:
         futures = client.create_topics([t for _, t in new], request_timeout=timeout)

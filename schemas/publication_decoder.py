@@ -1,5 +1,5 @@
 """Decoding a whole batch of Publication records at once (the stream side's hottest input path),
-and of Subscription records (the start-up scan of a million of them, ``app.subscription_scan``).
+and of Subscription records (the start-up scan of a million of them, ``app.subscriptions.scan``).
 
 Gives, record for record, what ``codec().decode_as("Publication", value)`` gives, but reads the
 zig-zag varints of every record in one NumPy pass instead of one fastavro call per record

@@ -5,6 +5,10 @@
 A module may import its own package and any package of a lower layer, never a package of its
 own layer or of one above; imports inside functions count like any other. Each module is read
 with ``ast``, nothing is imported.
+
+Inside ``app`` the rooms (subpackages) follow the same rule by their own table (``APP_ROOMS``,
+as ``app/__init__.py`` says): ``app.main`` may import every room, a room only those it names,
+and the shared modules at the top of ``app`` no room.
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ FORBIDDEN = {
     "distributor": {"pyspark"},
     "dashboard": {"pyspark"},
 }
+
+
+# Which rooms of ``app`` each room may import, besides itself and the shared modules.
+APP_ROOMS: dict[str, set[str]] = {
+    "launch": {"read"},
+    "batch": {"static", "events", "read", "subscriptions"},
+    "realtime": {"events", "subscriptions"},
+    "static": {"subscriptions"},
+    "events": set(),
+    "read": set(),
+    "subscriptions": set(),
+}
+APP_SHARED = {"errors", "faults", "joins", "metrics", "records"}
 
 
 def modules(pkg: str) -> list[Path]:
@@ -93,3 +110,35 @@ def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
     module.write_text("import os\n\ndef f():\n    from cli.main import main\n"
                       "    import app.tasks\n    from . import sibling\n")
     assert imported(module) == [(1, "os"), (4, "cli"), (5, "app")]
+
+
+def app_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, second component) of every absolute import of ``app.<name>`` in a module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
+                 and node.module else [])
+        found += [(node.lineno, n.split(".")[1]) for n in names
+                  if n.startswith("app.") and n.count(".") >= 1]
+    return found
+
+
+def test_app_has_only_known_rooms_and_shared_modules() -> None:
+    app = ROOT / "app"
+    rooms = {p.parent.name for p in app.glob("*/__init__.py")}
+    shared = {p.stem for p in app.glob("*.py")} - {"__init__", "main"}
+    assert rooms == set(APP_ROOMS), "name a new room of app in APP_ROOMS and app/__init__.py"
+    assert shared == APP_SHARED, "a module at the top of app is shared by the rooms: add it"
+
+
+@pytest.mark.parametrize("room", [*APP_ROOMS, "shared"])
+def test_app_rooms_import_only_the_rooms_they_name(room: str) -> None:
+    app = ROOT / "app"
+    paths = ([app / f"{m}.py" for m in sorted(APP_SHARED)] if room == "shared" else
+             sorted(p for p in (app / room).rglob("*.py") if "__pycache__" not in p.parts))
+    allowed = set() if room == "shared" else APP_ROOMS[room] | {room}
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports app.{name}"
+             for path in paths for line, name in app_imports(path)
+             if name not in APP_SHARED and name not in allowed]
+    assert not wrong, "\n".join(wrong)

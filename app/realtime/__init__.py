@@ -9,8 +9,8 @@ the loop a task runs, ``events`` its objects' geofence events, ``delivery`` how 
 reaches Kafka, ``period`` its summaries, ``sizing`` whether the static side fits a task, and
 ``driver`` the Spark job that keeps the tasks running.
 
-It may import from ``app`` what both paths share (``subscription_scan``'s rules that turn
-subscription records into subscriptions, ``events_query``'s event rules, ``metrics``,
-``faults``) and the layers below ``app``; ``app.main`` starts it (``run_real_time``), and the
-micro-batch path does not import it.
+It may import the rooms both paths share (``subscriptions``' rules that turn subscription
+records into subscriptions, ``events``' event rules) and the shared modules of ``app``
+(``metrics``, ``faults``); ``app.main`` starts it (``run_real_time``), and the micro-batch path
+(``batch``) does not import it.
 """

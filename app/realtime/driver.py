@@ -37,18 +37,18 @@ COMMIT_INTERVAL_S = {"at-least-once": 0.2, "exactly-once": 0.1}
 def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContext:
     """What each task is given, from the resolved settings."""
     publications = cfg.topic("publications")
-    identity = transactional_id(cfg["app.app_id"], publications, cfg.topic("matches"))
+    identity = transactional_id(cfg.view.app.app_id, publications, cfg.topic("matches"))
     return TaskContext(
-        kafka_conf=cfg.kafka_client(), app_id=cfg["app.app_id"],
+        kafka_conf=cfg.kafka_client(), app_id=cfg.view.app.app_id,
         group=f"{identity}-rt", publications=publications,
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
-        events=cfg.topic("events") if cfg["app.events"] == "on" else "",
-        object_ttl_ms=int(cfg["app.object_ttl"] * 1000),
+        events=cfg.topic("events") if cfg.view.app.events == "on" else "",
+        object_ttl_ms=int(cfg.view.app.object_ttl * 1000),
         workers=workers,
         starting_offsets=starting_offsets,
-        commit_interval_s=COMMIT_INTERVAL_S[cfg["app.delivery"]],
-        outage_limit=cfg["kafka.outage_limit"], delivery=cfg["app.delivery"])
+        commit_interval_s=COMMIT_INTERVAL_S[cfg.view.app.delivery],
+        outage_limit=cfg.view.kafka.outage_limit, delivery=cfg.view.app.delivery)
 
 
 def slots(spark: Any) -> int:
@@ -65,9 +65,9 @@ def real_time_refusal(cfg: Config, spark: Any, workers: int) -> str | None:
                 f"offers {slots(spark)}: give the master more cores (local[{workers}]) or fewer "
                 f"--workers")
     records, need = static_side_bytes(cfg.kafka_client(), cfg.topic("subscriptions"),
-                                      cfg["kafka.outage_limit"])
+                                      cfg.view.kafka.outage_limit)
     pyspark = spark.sparkContext.getConf().get("spark.executor.pyspark.memory", "0")
-    limit = task_bytes(cfg["app.realtime_task_memory"], parse_bytes(pyspark),
+    limit = task_bytes(cfg.view.app.realtime_task_memory, parse_bytes(pyspark),
                        spark.sparkContext.master.startswith("local"), workers)
     if limit is not None and need > limit:
         return (f"the static side is too large for real-time mode: each task holds every "

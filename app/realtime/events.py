@@ -5,7 +5,7 @@ publications topic and so one task: the task holds every one of its objects' sta
 event time and the fences it is in) and the fences' detect kinds. A position's fences are the
 detecting subscriptions among its matches (a fence is matched by its shape, relation
 intersects), as in the micro-batch path's events query, and the events follow by the same rules
-and code (``app.events_query.bucket_events`` over ``geops.events``): enter, exit, inside,
+and code (``app.events.query.bucket_events`` over ``geops.events``): enter, exit, inside,
 outside, positions out of order dropped, fences that change forgotten by the objects that were
 in them, objects unseen for the TTL expired once the task's clock (the latest event time of its
 positions) passes it. The state lives in the task: a restarted task begins without it (the
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.events_query import Held, bucket_events
+from app.events.query import Held, bucket_events
 from schemas.event_encoder import encode_events, pack_strings
 
 

@@ -1,7 +1,7 @@
 """Every subscription in one task: the real-time path's static side, kept current.
 
 It is built from the whole subscriptions topic, read up to its end when the task starts, by the
-rules of the micro-batch app's start-up scan (``app.subscription_scan.read_change``: the last
+rules of the micro-batch app's start-up scan (``app.subscriptions.scan.read_change``: the last
 record of an id wins, a tombstone deletes, a distance fence is matched by its shape); then the
 records that arrive are applied as they come (``refresh``, called between polls of the
 publications), so a change is in force within one poll of its arrival.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 from confluent_kafka import TopicPartition
 
-from app.subscription_scan import DeadRecord, read_change
+from app.subscriptions.scan import DeadRecord, read_change
 from geops.strategies import BatchMatches, LocalRunner, build_strategy
 from kafkaio.clients import consumer
 from kafkaio.offsets import EndOffsets, read_between

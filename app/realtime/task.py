@@ -29,7 +29,7 @@ from app.realtime.delivery import Delivery
 from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
 from app.realtime.static_side import PARTITIONS, STRATEGY, WholeStatic
-from app.subscription_scan import DeadRecord
+from app.subscriptions.scan import DeadRecord
 from geops.model import geometry_problems
 from geops.strategies import BatchMatches
 from kafkaio.clients import consumer, topic_partitions

@@ -13,7 +13,7 @@ import numpy as np
 import shapely
 
 from app.errors import OffsetLogError
-from app.offsetlog import batch_end_offsets, batch_start_offsets
+from app.read.offsetlog import batch_end_offsets, batch_start_offsets
 from bench.chaos.stack import Stack
 from bench.harness.publisher import now_ms
 from geops.model import Relation

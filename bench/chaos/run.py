@@ -124,8 +124,9 @@ def _start(opts: ChaosOptions, procs: Processes, workdir: Path, log: Log
     # faults meet an assignment other than the first
     w = generate_workload(seed=opts.seed, subscriptions=opts.subscriptions,
                           publications=opts.base_publications,
-                          skew=SkewSpec(workers=2, hot_workers=1, partitions=cfg["app.partitions"],
-                                        partitioner=cfg["app.partitioner"], target=0.9))
+                          skew=SkewSpec(workers=2, hot_workers=1,
+                                        partitions=cfg.view.app.partitions,
+                                        partitioner=cfg.view.app.partitioner, target=0.9))
     produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",
                     subscription_records(w.subscriptions))
     oracle = oracle_answers(w.subscriptions, w.publications.ids, w.publications.geoms)

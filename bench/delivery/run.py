@@ -218,7 +218,7 @@ def write_table(writes: list[dict]) -> list[str]:
         return []
     out = [f"The write path alone ({writes[0]['batches']} batches of "
            f"{writes[0]['matches_per_batch']:,} Match records, 64 PartitionLoads and a summary "
-           f"each, through `app.batch_output`, no Spark):", "",
+           f"each, through `app.batch.output`, no Spark):", "",
            *markdown(["repeat", "delivery", "median ms per batch", "p99 ms", "load"],
                      ([w["repeat"], w["mode"], f"{w['median_ms']:.1f}", f"{w['p99_ms']:.1f}",
                        f"{w['loadavg']:.1f}"] for w in writes), "rlrrr")]
@@ -257,13 +257,13 @@ class WriteSpec:
 def write_path(address: str, kafka_properties, workdir: Path, spec: WriteSpec,
                log: Log) -> list[dict]:
     """Per repeat and mode (order alternating), the time to write each batch through
-    ``app.batch_output``'s output for that mode: from the first record sent to the output being in
+    ``app.batch.output``'s output for that mode: from the first record sent to the output being in
     Kafka (flushed, or committed). Fresh topics per run."""
     import json
 
     import config
-    from app.batch_output import batch_output
-    from app.task_records import PartitionLoad
+    from app.batch.output import batch_output
+    from app.records import PartitionLoad
     from bench.harness.deployment import session_env
     from kafkaio.topics import create_topics
     from schemas import codec

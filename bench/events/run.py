@@ -20,7 +20,7 @@ Each run is a session of its own (fresh topics, the app started and warmed up), 
   then kept) for ``duration_s``: the Match records' latency and, for ``positions``, the
   events' (event time to the event record's Kafka timestamp).
 
-And, without Spark, the state per object: the bucket states (``app.events_query.Held``) the
+And, without Spark, the state per object: the bucket states (``app.events.query.Held``) the
 workload's positions leave, pickled as the state store holds them, over the objects.
 """
 
@@ -69,7 +69,7 @@ class EventsSpec(BenchEnv):
 def events_checkpoint_done(checkpoint: Path, ends: dict[int, int]) -> bool:
     """Whether the events query's checkpoint has committed a batch reaching ``ends`` (the
     positions topic's end offsets)."""
-    from app.offsetlog import batch_end_offsets, last_committed
+    from app.read.offsetlog import batch_end_offsets, last_committed
 
     batch = last_committed(str(checkpoint))
     if batch is None:
@@ -167,8 +167,8 @@ def one_run(bench: Bench, spec: EventsSpec, workload, repeat: int, mode: str,
 def state_per_object(workload) -> dict:
     """The serialized state per object that the workload's positions leave (``Held`` of each
     bucket pickled, as the state store keeps it), computed by the offline engine."""
-    from app.events_out import bucket_of
-    from app.events_query import Held
+    from app.events.positions import bucket_of
+    from app.events.query import Held
     from geops.events import EventEngine
 
     engine = EventEngine(ttl_ms=None)

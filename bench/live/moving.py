@@ -97,7 +97,7 @@ def run_moving(spec: LiveSpec, log: Log) -> dict:
         pub.close()
         bench.end(s)
         distributor_log = (s.dir / "distributor.log").read_text(errors="replace")
-        policy = make_policy(s.cfg["distributor.policy"])  # the distributor's
+        policy = make_policy(s.cfg.view.distributor.policy)  # the distributor's
 
         end_ms = run.offer.t1_ms + int(run.drain_s * 1000) + 1000
         bounds = moving_calc.phase_bounds(run.offer.t0_ms, shifts_ms, end_ms)

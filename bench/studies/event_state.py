@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from app.kafka_read import connector_jars
+    from app.read.source import connector_jars
 
     work = Path(tempfile.mkdtemp(prefix="geops-event-state-"))
     info, _ = broker.start(work / "broker", port=0)

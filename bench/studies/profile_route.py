@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from app.tasks import Record, RouteContext, decode_route
+from app.batch.tasks import Record, RouteContext, decode_route
 from geops.model import geometry_problems
 from geops.strategies.routers import SpatialRouter
 from geops.workload import SkewSpec, generate_workload

@@ -109,7 +109,7 @@ def _measure(cfg: config.Config, repeats: int, n: int) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from app.kafka_read import connector_jars, source_options
+    from app.read.source import connector_jars, source_options
 
     spark = (SparkSession.builder.master("local[2]").appName("read-path")
              .config("spark.jars", ",".join(connector_jars()))

@@ -526,7 +526,7 @@ def spark_session(args: argparse.Namespace) -> Any:
     """A local SparkSession with the pinned Kafka connector."""
     from pyspark.sql import SparkSession
 
-    from app.kafka_read import connector_jars
+    from app.read.source import connector_jars
 
     master = (f"local[{args.cores},{args.max_failures}]" if args.max_failures > 1
               else f"local[{args.cores}]")

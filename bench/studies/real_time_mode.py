@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
 
-    from app.kafka_read import connector_jars
+    from app.read.source import connector_jars
     from kafkaio.offsets import EndOffsets
     from kafkaio.sender import Sender
 

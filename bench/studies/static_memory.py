@@ -9,7 +9,7 @@ after a garbage collection and ``malloc_trim``:
 - *prepared*: ``shapely.prepare`` of those geometries (GEOS builds a prepared geometry's
   indexes lazily, on its first predicate, so this is the bare object);
 - *R-tree* (sPIS): ``EnvelopeIndex`` over the partitions' envelopes;
-- *resident matchers*: ``load_partition`` of every payload, what ``app.tasks`` keeps per
+- *resident matchers*: ``load_partition`` of every payload, what ``app.batch.tasks`` keeps per
   residency (each of the pieces above but the payloads, as the code builds them);
 - *after matching*: what the resident matchers grew by while matching a batch of
   publications (the prepared geometries' indexes, built on use);

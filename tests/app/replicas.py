@@ -15,8 +15,8 @@ import shapely
 from confluent_kafka import TopicPartition
 
 import config
+from app.batch.tasks import publication_key
 from app.main import checkpoint_dir, ready_path
-from app.tasks import publication_key
 from geops.model import Publications
 from kafkaio.clients import consumer
 from kafkaio.offsets import read_to_end

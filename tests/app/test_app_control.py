@@ -98,7 +98,7 @@ def test_command_mid_stream_moves_partitions_without_losing_matches(workload, ka
         app_done.set()
     thread.join(5)
     assert sent.is_set(), "the app finished before the command could be sent"
-    ignored = [r.getMessage() for r in caplog.records if r.name == "geops.app.control_channel"]
+    ignored = [r.getMessage() for r in caplog.records if r.name == "geops.app.control"]
     assert any("epoch 8: replicas of partition 0 [0, 1] must start with its owner 1" in m
                for m in ignored), ignored
     assert any("epoch 9: replica worker ids [2] outside 0..1" in m for m in ignored), ignored

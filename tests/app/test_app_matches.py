@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 # Every strategy once, each join twice; tests/app/test_app_subscription_churn.py runs the other
-# four pairs. Batches of 250 records run in one stage (app.task_read) under STAL; under STRL in
+# four pairs. Batches of 250 records run in one stage (app.read.ranges) under STAL; under STRL in
 # two, the app's read tasks reading them; sPIS STAL runs every batch through the connector's
 # read stage (--one-stage-records 0 --large-batch-read connector).
 @pytest.mark.parametrize(("strategy", "join", "flags"), [

@@ -1,6 +1,6 @@
-"""The subscription changes read ahead in a thread (``app.subscriptions.Prefetch``): consecutive
-batches take exactly their ranges while a producer writes, in two topic partitions (a broker
-that stays away: ``tests/faults/test_outage_limit.py``)."""
+"""The subscription changes read ahead in a thread (``app.subscriptions.feed.Prefetch``):
+consecutive batches take exactly their ranges while a producer writes, in two topic partitions (a
+broker that stays away: ``tests/faults/test_outage_limit.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from app.subscriptions import Prefetch, SubscriptionFeed
+from app.subscriptions.feed import Prefetch, SubscriptionFeed
 from kafkaio.sender import Sender
 from kafkaio.topics import create_topics
 

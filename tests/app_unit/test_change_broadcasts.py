@@ -1,11 +1,11 @@
 """Which subscription changes are broadcast, handed to the tasks and destroyed: each change
-once, kept while anything pending refers to it (``app.change_broadcasts``)."""
+once, kept while anything pending refers to it (``app.static.broadcasts``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from app.change_broadcasts import ChangeBroadcasts
+from app.static.broadcasts import ChangeBroadcasts
 from geops.model import Subscriptions
 from geops.strategies import build_strategy
 from geops.strategies.churn import LiveSubscriptions

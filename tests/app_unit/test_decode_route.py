@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import shapely
 
-from app.task_records import Items, Presence, ReadStats
-from app.tasks import KEY_PARTITION_SHIFT, Record, RouteContext, decode_route
+from app.batch.tasks import KEY_PARTITION_SHIFT, Record, RouteContext, decode_route
+from app.records import Items, Presence, ReadStats
 from geops.strategies import build_strategy
 from geops.workload import generate_workload
 from schemas import codec

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import config
-from app.batch_output import planned_before, query_id
+from app.batch.output import planned_before, query_id
 from app.faults import KILL_VAR, KillPoint, fail_task_once
 from config import ConfigError
 

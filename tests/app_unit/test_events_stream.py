@@ -1,7 +1,7 @@
 """The events' way through the stream, without Spark or Kafka: the matching query's records
-(``app.events_out``), encoded and decoded as on the topic (the first batches as version 2 of
+(``app.events.positions``), encoded and decoded as on the topic (the first batches as version 2 of
 the record wrote them), through the bucket operator's logic
-(``app.events_query.bucket_events``), give the events of the offline engine
+(``app.events.query.bucket_events``), give the events of the offline engine
 (``geops.events.EventEngine``, expiring by the stream's clock after each batch), batch after
 batch, while fences are added, changed, removed and added again, with positions out of order
 and objects that go silent past the TTL."""
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import shapely
 
-from app.events_out import BUCKETS, FenceTable, bucket_key, bucket_records, position_hits
-from app.events_query import EVENT_COLUMNS, Held, bucket_events
-from app.task_records import Positions
+from app.events.positions import BUCKETS, FenceTable, bucket_key, bucket_records, position_hits
+from app.events.query import EVENT_COLUMNS, Held, bucket_events
+from app.records import Positions
 from geops.events import EventEngine, Fences, ObjectState
 from schemas import codec
 from schemas.event_encoder import KINDS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.batch import FOLD_AGE_BATCHES, REBASE_KEEP_CHANGES, BatchRunner
+from app.batch.runner import FOLD_AGE_BATCHES, REBASE_KEEP_CHANGES, BatchRunner
 from geops.model import Subscriptions
 from geops.strategies import build_strategy
 from geops.strategies.churn import LiveSubscriptions

@@ -1,5 +1,5 @@
 """A join task outside Spark: the stream items and static partitions of each worker, matched,
-with the named records it returns (``app.task_records``)."""
+with the named records it returns (``app.records``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ import types
 import numpy as np
 import pytest
 
-import app.tasks
-from app.task_records import (
+import app.batch.tasks
+from app.batch.tasks import (
+    JoinContext,
+    Record,
+    RouteContext,
+    decode_route,
+    join,
+    resident_partitions,
+)
+from app.records import (
     Busy,
     Items,
     Matched,
@@ -18,7 +26,6 @@ from app.task_records import (
     ReadStats,
     StaticPartition,
 )
-from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, merge
 from geops.workload import generate_workload
@@ -28,9 +35,9 @@ from schemas.records import publication_records
 
 @pytest.fixture(autouse=True)
 def no_resident_partitions():
-    app.tasks._RESIDENT.clear()
+    app.batch.tasks._RESIDENT.clear()
     yield
-    app.tasks._RESIDENT.clear()
+    app.batch.tasks._RESIDENT.clear()
 
 
 def _routed(built, pubs) -> tuple[tuple[int, ...], list[Record], list]:
@@ -96,7 +103,7 @@ class _Change:
 
 
 def test_a_resident_partition_applies_each_broadcast_change_once() -> None:
-    """Two batches with subscription changes pending (``app.change_broadcasts``): each batch
+    """Two batches with subscription changes pending (``app.static.broadcasts``): each batch
     matches as the oracle over the set as of its changes, and in the second the resident
     partitions apply only the new change: the first one's broadcast is not loaded again."""
     from geops.model import Subscriptions

@@ -9,7 +9,7 @@ import pytest
 
 import cli.app
 import config
-from app.launch import EXIT_ON_OOM, FatalWatch, Watchdog, find_fatal, spark_submit_args
+from app.launch.jvm import EXIT_ON_OOM, FatalWatch, Watchdog, find_fatal, spark_submit_args
 from cli.main import main
 from config import ConfigError
 from config.exitcodes import EXIT_FAILED, EXIT_FATAL, EXIT_OK
@@ -85,7 +85,7 @@ DAEMON_EOF = [b"Traceback (most recent call last):\n",
 
 
 def test_the_traceback_of_a_cancelled_python_worker_is_left_out():
-    other = [b"Traceback (most recent call last):\n", b'  File "app/batch.py", line 3\n',
+    other = [b"Traceback (most recent call last):\n", b'  File "app/batch/runner.py", line 3\n',
              b"ValueError: bad\n"]
     lines = [b"a\n", *DAEMON_EOF, b"b\n", *other, *DAEMON_EOF[:3]]
     source, sink = io.BytesIO(b"".join(lines)), io.BytesIO()

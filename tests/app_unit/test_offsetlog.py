@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.errors import OffsetLogError
-from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
+from app.read.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 
 
 def write_entry(checkpoint, batch_id, offsets, topic="t"):

@@ -11,12 +11,20 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-import app.tasks
-from app.batch import BatchState
-from app.control_channel import ControlChannel
-from app.static import StaticSide, shipping_plan
-from app.task_records import Items, Matched, PartitionLoad, Presence, StaticPartition
-from app.tasks import JoinContext, Record, RouteContext, decode_route, join, resident_partitions
+import app.batch.tasks
+from app.batch.control import ControlChannel
+from app.batch.runner import BatchState
+from app.batch.tasks import KEY_PARTITION_SHIFT as SHIFT
+from app.batch.tasks import (
+    JoinContext,
+    Record,
+    RouteContext,
+    decode_route,
+    join,
+    resident_partitions,
+)
+from app.records import Items, Matched, PartitionLoad, Presence, StaticPartition
+from app.static.side import StaticSide, shipping_plan
 from geops.oracle import oracle_match
 from geops.strategies import build_strategy, merge
 from geops.strategies import payload as payload_codec
@@ -34,9 +42,9 @@ OWNERS = [(0, 1, 2), (0, 2), (0,), (1,), (1,), (1, 0), (2,), (2,)]
 
 @pytest.fixture(autouse=True)
 def no_resident_partitions():
-    app.tasks._RESIDENT.clear()
+    app.batch.tasks._RESIDENT.clear()
     yield
-    app.tasks._RESIDENT.clear()
+    app.batch.tasks._RESIDENT.clear()
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +147,10 @@ def test_every_owner_joins_its_share_and_the_merge_equals_the_oracle(strategy, m
     presence = np.concatenate([r.keys for r in out if isinstance(r, Presence)])
     keys, offsets, sub_ids = merge(presence, [r.partial for r in out if isinstance(r, Matched)],
                                    built.disjoint_ids())
-    order = np.argsort([(r.partition << app.tasks.KEY_PARTITION_SHIFT) | r.offset for r in rows])
+    order = np.argsort([(r.partition << SHIFT) | r.offset for r in rows])
     want_keys, want_offsets, want_ids = oracle_match(
         wl.subscriptions,
-        np.array([(r.partition << app.tasks.KEY_PARTITION_SHIFT) | r.offset for r in rows])[order],
+        np.array([(r.partition << SHIFT) | r.offset for r in rows])[order],
         wl.publications.geoms[order])
     assert keys.tolist() == want_keys.tolist()
     assert offsets.tolist() == want_offsets.tolist() and sub_ids.tolist() == want_ids.tolist()
@@ -186,7 +194,7 @@ def test_the_app_takes_a_commands_owners_and_rejects_replicas_that_do_not_fit(ca
     cmd = channel.check(command(2, [0, 0, 1, 1], [(1, (0, 1))]), 1, "here")
     assert cmd is not None and cmd.owners == ((0,), (0, 1), (1,), (1,))
     assert channel.check(command(3, [0, 0, 1, 1]), 1, "here").owners == ((0,), (0,), (1,), (1,))
-    caplog.set_level(logging.WARNING, "geops.app.control_channel")
+    caplog.set_level(logging.WARNING, "geops.app.control")
     for replicas, reason in [([(1, (1, 0))], "must start with its owner 0"),
                              ([(1, (0, 0))], "not repeat a worker"),
                              ([(1, (0, 2))], "replica worker ids [2] outside 0..1"),

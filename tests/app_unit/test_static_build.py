@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import shapely
 
-from app.static_build import merge_pieces, place_pieces
-from app.subscription_scan import TopicRange, merge_summaries, pieces_of, scan_records
+from app.static.build import merge_pieces, place_pieces
+from app.subscriptions.scan import TopicRange, merge_summaries, pieces_of, scan_records
 from geops.model import Envelopes, Relation, Subscriptions
 from geops.strategies import build_strategy
 from geops.strategies import payload as payload_codec
@@ -122,7 +122,7 @@ def test_slices_scanned_apart_make_the_live_sets_payloads(strategy, per_slice):
 
 def test_the_newest_record_wins_across_topic_partitions_and_slices():
     """An id whose records are in two topic partitions: the highest (partition, offset) wins,
-    as ``app.subscriptions`` decides for later changes."""
+    as ``app.subscriptions.feed`` decides for later changes."""
     c = codec()
 
     def rec(sid, geom, offset, partition):

@@ -1,8 +1,8 @@
-"""A small batch's ranges, as the app reads them in its join tasks (app.task_read)."""
+"""A small batch's ranges, as the app reads them in its join tasks (app.read.ranges)."""
 
 from __future__ import annotations
 
-from app.task_read import BatchRanges
+from app.read.ranges import BatchRanges
 
 
 def test_records_count_the_offsets_a_batch_spans():

@@ -1,8 +1,8 @@
-"""How many join workers the app runs as executors come and go (``app.workers``)."""
+"""How many join workers the app runs as executors come and go (``app.batch.workers``)."""
 
 from types import SimpleNamespace
 
-from app.workers import WorkerCount
+from app.batch.workers import WorkerCount
 
 
 def count(workers: int) -> WorkerCount:
@@ -18,7 +18,7 @@ def test_workers_follow_the_cores_the_executors_carry_up_to_the_configured_numbe
 
 def test_no_executor_keeps_the_workers_and_local_mode_never_changes_them(monkeypatch):
     follow = count(2)
-    monkeypatch.setattr("app.workers.executor_cores", lambda sc: 0)
+    monkeypatch.setattr("app.batch.workers.executor_cores", lambda sc: 0)
     assert follow.now(2) == 2
     local = WorkerCount(SimpleNamespace(master="local[2]"), 2)
     assert not local.enabled and local.now(2) == 2

@@ -20,7 +20,7 @@ def test_the_zip_holds_the_apps_packages_and_their_data(tmp_path: Path) -> None:
     first = cli.app.packages_zip(tmp_path)
     assert cli.app.packages_zip(tmp_path) == first  # same content, same file
     names = zipfile.ZipFile(first).namelist()
-    assert {"app/main.py", "app/task_records.py", "geops/strategies/strategy.py",
+    assert {"app/main.py", "app/records.py", "geops/strategies/strategy.py",
             "kafkaio/control.py", "schemas/Subscription.avsc", "config/default.toml",
             "schemas/history/Subscription.v1.avsc"} <= set(names)
     assert {name.split("/")[0] for name in names} == set(cli.app.APP_PACKAGES)
@@ -35,10 +35,10 @@ def test_a_python_without_the_project_runs_the_app_from_the_zip(tmp_path: Path) 
     zipped = cli.app.packages_zip(tmp_path / "py-files")
     code = """
 import sys
-import app.tasks, app.static, geops.strategies, kafkaio.control
+import app.batch.tasks, app.static.side, geops.strategies, kafkaio.control
 import config
 from schemas import codec
-assert app.tasks.__file__.startswith(sys.argv[1]), app.tasks.__file__
+assert app.batch.tasks.__file__.startswith(sys.argv[1]), app.batch.tasks.__file__
 assert config.load(environ={})["app.strategy"] == "sPIS"
 c = codec()
 assert c.decode(c.encode("Publication", {"id": 1, "geometry": b"", "event_time": 2}))[0]

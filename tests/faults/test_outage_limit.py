@@ -13,7 +13,7 @@ import pytest
 
 import config
 from app.main import checkpoint_dir, ready_path
-from app.subscriptions import Prefetch, SubscriptionFeed
+from app.subscriptions.feed import Prefetch, SubscriptionFeed
 from config.exitcodes import EXIT_OUTAGE
 from geops.workload import generate_workload
 from kafkaio.errors import KafkaOutage
@@ -97,7 +97,7 @@ def test_an_outage_while_the_executors_scan_the_subscriptions_ends_in_one_line(o
 
 
 def test_a_broker_gone_past_the_limit_fails_the_batch_that_waits(own_broker, tmp_path):
-    """The subscription changes read ahead (``app.subscriptions.Prefetch``): a broker that
+    """The subscription changes read ahead (``app.subscriptions.feed.Prefetch``): a broker that
     stays away past the limit fails the batch that waits for its records."""
     cfg = config.load(environ=kafka_env(own_broker.address, str(tmp_path / "state"), "pf-"))
     create_topics(cfg, ["subscriptions"])

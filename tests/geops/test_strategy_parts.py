@@ -86,7 +86,7 @@ def test_payload_collection_is_the_bytes_geos_writes(cases):
 
 @pytest.mark.parametrize("name", ["sPS", "RIhPS"])
 def test_pieces_built_apart_merge_into_the_partitions_payload(name, cases):
-    """Executors build a partition from pieces of the topic (``app.static_build``): merged,
+    """Executors build a partition from pieces of the topic (``app.static.build``): merged,
     they are byte for byte the payload the whole set gives."""
     subs = cases.subscriptions(8, n=90)
     subs = subs.take(np.argsort(subs.ids))  # the app's set is sorted by id

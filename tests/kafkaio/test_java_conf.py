@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.kafka_read import source_options
+from app.read.source import source_options
 from config import load
 from kafkaio.clients import client_conf
 from kafkaio.errors import UntranslatableSetting

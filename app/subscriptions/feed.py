@@ -7,7 +7,7 @@ that arrived since the last one, up to end offsets it records for that batch in 
 offsets, so its publications are matched against the same subscriptions. A restarted app starts
 from the set as of the newest recorded batch. Records that cannot be used go to the dead-letter
 topic with their reason and the stream goes on. The records are read by the rules and code of
-the start-up scan (``app.subscription_scan``), ahead of the batches by a thread (``Prefetch``):
+the start-up scan (``app.subscriptions.scan``), ahead of the batches by a thread (``Prefetch``):
 a batch's end offsets are what that thread has read when the batch starts, so the batch does
 not wait for the broker (a replayed batch waits for its recorded ends if they are not read yet).
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from app.subscription_scan import DeadRecord, read_change
+from app.subscriptions.scan import DeadRecord, read_change
 from geops.model import Subscriptions
 from kafkaio.offsets import EndOffsets, RangeReader, read_between
 from kafkaio.retry import DEFAULT_OUTAGE_LIMIT, Outage, with_retry
@@ -198,7 +198,7 @@ class SubscriptionFeed:
                           f"end offsets of {self.topic}")
 
     def start(self) -> dict[int, int]:
-        """The end offsets the set to start from is read up to (by ``app.subscription_scan``):
+        """The end offsets the set to start from is read up to (by ``app.subscriptions.scan``):
         those of the newest recorded batch (a restart), else the topic's ends now."""
         recorded = sorted(int(f.name) for f in self.dir.glob("[0-9]*")) if self.dir.exists() \
             else []

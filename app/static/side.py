@@ -1,19 +1,19 @@
 """The static side of the join: where each static partition lives and how it reaches the join.
 
-Both modes key records (``app.task_records.StaticPartition``) by worker and partition them with
+Both modes key records (``app.records.StaticPartition``) by worker and partition them with
 ``by_worker``, so the static records and the stream items of worker w meet in the w-th task of
 one co-partitioned, narrow union. Which mode keeps partitions resident: ``app.joins``.
 
 - **STAL** keeps each partition in Spark's cache on its owner (partitioned by the
   assignment), so only stream items cross the network per batch. The join task also keeps
-  the built index in its process (``app.tasks``), keyed by (static version, residency
+  the built index in its process (``app.batch.tasks``), keyed by (static version, residency
   epoch), so an index is built once per residency. A new assignment re-partitions the cached
   data: only partitions whose owner changed move.
 - **STRL** keeps the partitions at home (cached by partition id) and ships every one of them
   through the shuffle to the worker that joins it, every batch, where its index is rebuilt.
 
 Either way the partitions are built on the executors from the subscriptions topic
-(``app.static_build``): their data never passes through the driver.
+(``app.static.build``): their data never passes through the driver.
 
 A hot partition may have several owners (replicas, ``schemas.assignment``). In STAL every
 owner holds its own copy: a new owner gets one shipped once (from an owner that drops the
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pyspark import RDD, SparkContext, StorageLevel
 
 from app.joins import JOIN_MODES
-from app.static_build import BuildSpec, build_payloads, sizes_of
-from app.task_records import StaticPartition
+from app.records import StaticPartition
+from app.static.build import BuildSpec, build_payloads, sizes_of
 from geops.strategies.churn import fold_deltas
 from schemas.assignment import Owners
 
@@ -78,7 +78,7 @@ class StaticSide:
     """Static partitions of one strategy placed for a given join mode.
 
     The partitions' data is built on the executors from the subscriptions topic
-    (``app.static_build``) and stays there; the driver keeps their sizes only.
+    (``app.static.build``) and stays there; the driver keeps their sizes only.
     """
 
     def __init__(self, sc: SparkContext, spec: BuildSpec, join: str, workers: int,
@@ -137,7 +137,7 @@ class StaticSide:
                                           fold_deltas(part.payload, deltas[part.partition]))
 
         # map, then a shuffle to the same places: the cache holds a shuffle's output, not a
-        # Python RDD (see ``app.static_build.build_payloads``)
+        # Python RDD (see ``app.static.build.build_payloads``)
         self._replaced.append(self.rdd)
         self.rdd = (self.rdd.map(fold).partitionBy(self.workers, self._keyed_by)
                     .persist(StorageLevel.MEMORY_ONLY))

@@ -7,7 +7,7 @@ stage, with the driver's planning of it and the join tasks' shuffle read, was ab
 what the batch cost (``docs/results/live/costs``).
 Below ``app.one_stage_records`` records the app skips it: every join task reads the batch's
 offset ranges itself (they are in Spark's offset log, written before the batch runs), decodes
-them all and routes them to its own worker's partitions (``app.tasks.decode_route``). Each
+them all and routes them to its own worker's partitions (``app.batch.tasks.decode_route``). Each
 record is then read and decoded once per worker instead of once (cheap next to the join),
 which with two workers still cost less than the read stage and its shuffle at every batch size
 measured;
@@ -81,7 +81,7 @@ class BatchRanges:
 
 
 def read_rows(ranges: BatchRanges) -> list[Record]:
-    """The records of ``ranges``, as ``app.tasks.decode_route`` takes them."""
+    """The records of ``ranges``, as ``app.batch.tasks.decode_route`` takes them."""
     key = tuple(sorted(ranges.kafka_conf.items()))
     reader = _READERS.get(key)
     if reader is None:

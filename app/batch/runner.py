@@ -1,11 +1,11 @@
 """One micro-batch: apply control, route, join, match, merge, write matches and metrics.
 
 Runs on the driver as the ``foreachBatch`` function. All spatial work happens in tasks
-(``app.tasks``); the driver merges partial results with NumPy and writes the outputs. Matches and
-metrics are in Kafka before the function returns, so Spark only commits the batch's offsets after
-its output: at-least-once (a replayed batch writes the same records again), or exactly-once
-(one transaction per batch; a replayed batch whose transaction committed is not written again):
-``app.batch_output``.
+(``app.batch.tasks``); the driver merges partial results with NumPy and writes the outputs.
+Matches and metrics are in Kafka before the function returns, so Spark only commits the batch's
+offsets after its output: at-least-once (a replayed batch writes the same records again), or
+exactly-once (one transaction per batch; a replayed batch whose transaction committed is not
+written again): ``app.batch.output``.
 """
 
 from __future__ import annotations
@@ -23,27 +23,9 @@ from pyspark import RDD, Broadcast
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import DataFrame
 
-from app.batch_output import batch_output
-from app.change_broadcasts import ChangeBroadcasts
-from app.control_channel import ControlChannel
-from app.events_out import FenceTable, bucket_records, position_hits
-from app.faults import KillPoint
-from app.joins import JOIN_MODES
-from app.metrics import latency_stats, layout_record
-from app.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
-from app.static import StaticSide, by_worker
-from app.subscriptions import SubscriptionFeed
-from app.task_read import BatchRanges
-from app.task_records import (
-    Busy,
-    Matched,
-    PartitionLoad,
-    Payloads,
-    Positions,
-    Presence,
-    ReadStats,
-)
-from app.tasks import (
+from app.batch.control import ControlChannel
+from app.batch.output import batch_output
+from app.batch.tasks import (
     JoinContext,
     RouteContext,
     decode_route_rows,
@@ -52,7 +34,25 @@ from app.tasks import (
     read_route_join,
     warm_indexes,
 )
-from app.workers import WorkerCount
+from app.batch.workers import WorkerCount
+from app.events.positions import FenceTable, bucket_records, position_hits
+from app.faults import KillPoint
+from app.joins import JOIN_MODES
+from app.metrics import latency_stats, layout_record
+from app.read.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
+from app.read.ranges import BatchRanges
+from app.records import (
+    Busy,
+    Matched,
+    PartitionLoad,
+    Payloads,
+    Positions,
+    Presence,
+    ReadStats,
+)
+from app.static.broadcasts import ChangeBroadcasts
+from app.static.side import StaticSide, by_worker
+from app.subscriptions.feed import SubscriptionFeed
 from geops.strategies import PartialMatches, Strategy, merge
 from geops.strategies.churn import LiveSubscriptions
 from kafkaio.errors import Aborted, DataLoss, KafkaOutage
@@ -64,7 +64,7 @@ from schemas.match_encoder import encode_matches
 log = logging.getLogger("geops.app")
 
 EXPECTED_FAILURES = {"KafkaOutage": KafkaOutage, "DataLoss": DataLoss}
-# Pending subscription deltas (each broadcast once, ``app.change_broadcasts``) are what every
+# Pending subscription deltas (each broadcast once, ``app.static.broadcasts``) are what every
 # matcher built from a payload (STRL: every batch) catches up with; past ``fold_bytes`` (and a
 # tenth of the static side), or once one has waited FOLD_AGE_BATCHES, they are folded into the
 # partitions' payloads. A fold leaves the newest REBASE_KEEP_CHANGES pending under STAL: a
@@ -81,7 +81,7 @@ REBASE_ROUTER_DELTAS = 64
 # A PartitionLayout (where the static partitions lie, for maps) goes out at start and again after
 # the first batch this long since the last, so a reader of the last minutes of metrics finds one.
 LAYOUT_EVERY_S = 30.0
-# The columns of Spark's Kafka source a read task takes, in the order ``app.task_read.Record`` has.
+# The columns of Spark's Kafka source a read task takes, in the order of ``app.read.ranges.Record``.
 READ_COLUMNS = ("topic", "partition", "offset", "key", "value")
 
 
@@ -94,7 +94,7 @@ class Topics:
     metrics: str
     control: str
     dead_letter: str
-    positions: str = ""  # each batch's positions of moving objects (app.events_out); "": none
+    positions: str = ""  # each batch's positions of moving objects (app.events.positions); "": none
 
 
 @dataclass
@@ -152,8 +152,8 @@ class BatchRunner:
         # connector's)
         self.direct_read = direct_read
         self.fences = fences  # the fences the events query hears of (None: no events)
-        self.wrote_positions = False  # whether a batch wrote positions (app.events_out)
-        self.clock = 0  # the latest event time of a position seen (app.events_out)
+        self.wrote_positions = False  # whether a batch wrote positions (app.events.positions)
+        self.clock = 0  # the latest event time of a position seen (app.events.positions)
         # how the batch being written was read: in one stage, or in two by whom (the log line)
         self._stages = ""
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
@@ -191,7 +191,7 @@ class BatchRunner:
 
     def _follow_workers(self, batch_id: int) -> dict[str, Any] | None:
         """When executors were lost or came back, run as many workers as they carry
-        (``app.workers``): the partitions of dropped workers go to those left, or some move
+        (``app.batch.workers``): the partitions of dropped workers go to those left, or some move
         to workers added, under a new epoch. The new assignment goes to the control topic with
         the output of the next batch written (so a restarted app or distributor resumes it),
         its MoveReport with this batch's metrics."""
@@ -238,7 +238,7 @@ class BatchRunner:
     def warm_up(self) -> tuple[int, float]:
         """Before the query starts: fork the executors' Python processes, load the matching
         code and the router in them and build every resident index
-        (``app.tasks.warm_indexes``), so the first publications wait for none of it. (indexes
+        (``app.batch.tasks.warm_indexes``), so the first publications wait for none of it. (indexes
         built, seconds)"""
         t0 = time.perf_counter()
         copies = max(1, self.sc.defaultParallelism)
@@ -340,7 +340,7 @@ class BatchRunner:
         else:
             # At most one read task per core: a task costs more than reading a range.
             cores = self.sc.defaultParallelism
-            if ranges is not None and self.direct_read:  # the app's read tasks (app.task_read)
+            if ranges is not None and self.direct_read:  # the app's read tasks (app.read.ranges)
                 parts = ranges.split(cores) or [ranges]  # (no offsets: one task reads none)
                 self._stages = "two stages, read directly"
                 read = (self.sc.parallelize(range(len(parts)), len(parts))
@@ -368,7 +368,7 @@ class BatchRunner:
 
     def _direct_ranges(self, batch_id: int) -> BatchRanges | None:
         """The batch's offset ranges when the app's tasks may read them themselves
-        (``app.task_read``), in one stage or in read tasks: offsets that must all exist
+        (``app.read.ranges``), in one stage or in read tasks: offsets that must all exist
         (``--on-data-loss fail``), a start Spark recorded and no partition planned to end
         below its start (a log that came back shorter: the connector names the loss)."""
         if self.on_data_loss != "fail" or not (self.one_stage_records or self.direct_read):

@@ -2,10 +2,10 @@
 
 A fence is a subscription with detect kinds; it sits in the partitioned static side like any
 subscription, matched by its shape (its distance fence, or its geometry) and the relation
-intersects (``app.subscription_scan``), so the join that matches a position also finds the
+intersects (``app.subscriptions.scan``), so the join that matches a position also finds the
 fences it is in, on the workers that own them, balanced like any other load. What the events
 need of it is per position the fences it is in; the state (each object's fences) lives in the
-events query (``app.events_query``), in Spark's state store.
+events query (``app.events.query``), in Spark's state store.
 
 A batch with positions or fence changes writes, in its own output (its transaction under
 exactly-once), one ``ObjectPositions`` record per bucket of objects: the positions of its
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.task_records import Positions
+from app.records import Positions
 from schemas.int_pack import IntFrame
 
 # Objects are spread over this many buckets (a bucket's objects share one state in the events

@@ -1,7 +1,7 @@
 """What runs inside Spark tasks: decode + route on the stream side, join + match per worker.
 
 Records crossing the shuffle are keyed by target worker; what each kind holds is in
-``app.task_records``.
+``app.records``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import shapely
 
 from app.faults import fail_task_once
 from app.joins import JOIN_MODES
-from app.task_read import BatchRanges, Record, read_rows
-from app.task_records import (
+from app.read.ranges import BatchRanges, Record, read_rows
+from app.records import (
     Busy,
     Items,
     Matched,
@@ -52,7 +52,7 @@ class RouteContext:
     kafka_conf: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
     # broadcasts of the replicated index's pending subscription changes (RIhPS/RIsPS; a
-    # ``churn.RouterDelta`` each, oldest first; ``app.change_broadcasts``)
+    # ``churn.RouterDelta`` each, oldest first; ``app.static.broadcasts``)
     router_deltas: tuple = ()
     # Partitions owned by more than one worker: pid -> every owner, the primary first. Their
     # items are split among the owners by publication key (schemas.assignment.owner_index).
@@ -76,7 +76,7 @@ class JoinContext:
     residency: dict[tuple[int, int], tuple[int, int]]
     base_seq: tuple[int, ...] = ()          # per partition: last change in its payload
     # per partition the numbers of the changes since its payload, and per number the broadcast
-    # of that change's deltas (``app.change_broadcasts``)
+    # of that change's deltas (``app.static.broadcasts``)
     deltas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     changes: dict[int, Any] = field(default_factory=dict)
 
@@ -98,7 +98,7 @@ def decode_route_rows(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[
 
 def read_decode_route(ctx: RouteContext, parts: Sequence[BatchRanges], index: int,
                       _: Iterable[Any]) -> Iterator[tuple[int, tuple]]:
-    """Read task ``index`` of a large batch (``app.task_read``): read part ``index`` of the
+    """Read task ``index`` of a large batch (``app.read.ranges``): read part ``index`` of the
     batch's offset ranges, then decode and route it (``decode_route``)."""
     return decode_route(ctx, read_rows(parts[index]))
 
@@ -262,7 +262,7 @@ def _build_index(ctx: JoinContext, pid: int, worker: int, payload: bytes, keep: 
 def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
          ) -> Iterator[tuple]:
     """Join the stream items of this worker with its static partitions and match them."""
-    from app.change_broadcasts import pending_deltas
+    from app.static.broadcasts import pending_deltas
     from geops.strategies.churn import apply_deltas
 
     started = time.perf_counter_ns()
@@ -319,7 +319,7 @@ def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
 
 def read_route_join(route_ctx: RouteContext, join_ctx: JoinContext, ranges: BatchRanges,
                     worker: int, records: Iterable[tuple[int, Any]]) -> Iterator[tuple]:
-    """A small batch in one stage (``app.task_read``): read the batch's ranges, decode all of
+    """A small batch in one stage (``app.read.ranges``): read the batch's ranges, decode all of
     them, route them to the partitions of ``worker`` and join those items with its static
     ``records``. The batch's ``ReadStats`` (and its dead letters) come from worker 0's task
     alone."""

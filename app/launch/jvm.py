@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from app.faults import KILL_VAR
-from app.kafka_read import connector_jars, has_connector
+from app.read.source import connector_jars, has_connector
 from config import Config
 from config.exitcodes import EXIT_FATAL
 
@@ -51,13 +51,13 @@ def is_local(master: str) -> bool:
 
 def spark_submit_args(cfg: Config) -> list[str]:
     """spark-submit arguments for the settings Spark must have when its JVM starts."""
-    java = " ".join(filter(None, [EXIT_ON_OOM, cfg["spark.driver_java_options"]]))
-    args = ["--driver-memory", cfg["spark.driver_memory"], "--driver-java-options", java,
-            "--conf", f"spark.driver.maxResultSize={cfg['spark.driver_max_result_size']}"]
-    if cfg["spark.executor_memory"]:  # else Spark's default, which any cluster's workers offer
-        args += ["--conf", f"spark.executor.memory={cfg['spark.executor_memory']}"]
+    java = " ".join(filter(None, [EXIT_ON_OOM, cfg.view.spark.driver_java_options]))
+    args = ["--driver-memory", cfg.view.spark.driver_memory, "--driver-java-options", java,
+            "--conf", f"spark.driver.maxResultSize={cfg.view.spark.driver_max_result_size}"]
+    if cfg.view.spark.executor_memory:  # else Spark's default, which any cluster's workers offer
+        args += ["--conf", f"spark.executor.memory={cfg.view.spark.executor_memory}"]
     given = ""
-    for key, value in cfg["spark.conf"].items():
+    for key, value in cfg.view.spark.conf.items():
         args += ["--conf", f"{key}={value}"]
         if key in ("spark.jars", "spark.jars.packages"):
             given += f",{value}"
@@ -75,9 +75,9 @@ class Fatal:
 
     def message(self, cfg: Config, where: str = "the Spark driver JVM") -> str:
         """One line: what happened and which setting to change."""
-        driver = (f"spark.driver_memory (--driver-memory, now {cfg['spark.driver_memory']})")
+        driver = (f"spark.driver_memory (--driver-memory, now {cfg.view.spark.driver_memory})")
         executor = (f"spark.executor_memory (--executor-memory, now "
-                    f"{cfg['spark.executor_memory'] or 'Spark default, 1g'})")
+                    f"{cfg.view.spark.executor_memory or 'Spark default, 1g'})")
         memory = driver if where.startswith("the Spark driver") else executor
         if self.kind == "heap":
             return (f"{where} ran out of memory ({self.cause}); raise {memory}, or load fewer "
@@ -92,7 +92,7 @@ class Fatal:
         if self.kind == "result-size":
             return (f"a micro-batch's results outgrew spark.driver.maxResultSize ({self.cause});"
                     f" raise spark.driver_max_result_size (--driver-max-result-size, now "
-                    f"{cfg['spark.driver_max_result_size']}) or lower "
+                    f"{cfg.view.spark.driver_max_result_size}) or lower "
                     f"--max-records-per-trigger")
         if self.kind == "minimum-heap":
             return f"{where} has less memory than Spark needs ({self.cause}); raise {driver}"
@@ -132,7 +132,7 @@ def fatal_failure(text: str, cfg: Config) -> str | None:
     fatal = find_fatal(text)
     if fatal is None:
         return None
-    where = "the Spark driver JVM" if is_local(cfg["spark.master"]) else "a Spark executor"
+    where = "the Spark driver JVM" if is_local(cfg.view.spark.master) else "a Spark executor"
     return fatal.message(cfg, where)
 
 

@@ -68,12 +68,12 @@ def has_connector(conf_value: str) -> bool:
 
 def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, str]:
     """The connector's options for reading ``topic`` with the app's settings."""
-    limit = cfg["kafka.outage_limit"]
+    limit = cfg.view.kafka.outage_limit
     options = {f"kafka.{k}": v for k, v in java_client_conf(cfg.kafka_client()).items()}
     options.update({
         "subscribe": topic,
         "startingOffsets": starting_offsets,
-        "failOnDataLoss": "true" if cfg["app.on_data_loss"] == "fail" else "false",
+        "failOnDataLoss": "true" if cfg.view.app.on_data_loss == "fail" else "false",
         "includeHeaders": "false",
         "kafka.default.api.timeout.ms": str(min(int(limit * 1000), API_TIMEOUT_MS)),
         "kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
@@ -83,8 +83,8 @@ def source_options(cfg: Config, topic: str, starting_offsets: str) -> dict[str, 
     })
     options.setdefault("kafka.isolation.level", "read_committed")
     options.setdefault("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
-    if cfg["app.max_records_per_trigger"]:
-        options["maxOffsetsPerTrigger"] = str(cfg["app.max_records_per_trigger"])
+    if cfg.view.app.max_records_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(cfg.view.app.max_records_per_trigger)
     return options
 
 
@@ -120,7 +120,7 @@ def describe_loss(checkpoint: str, topic: str, kafka_conf: Mapping[str, str]) ->
     """Which offsets the query has read that ``topic`` no longer holds, in one line: for each
     partition whose log now ends below, or starts above, where the last committed batch
     ended. None when the checkpoint has no committed batch or Kafka does not answer."""
-    from app.offsetlog import batch_end_offsets, last_committed
+    from app.read.offsetlog import batch_end_offsets, last_committed
     from kafkaio.errors import KafkaUnavailable
     from kafkaio.offsets import EndOffsets
 

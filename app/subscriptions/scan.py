@@ -7,7 +7,7 @@ and returns two things: a **summary** the driver collects (per id: offset, wheth
 is a live subscription, a tombstone or unusable, its envelope and relation; and the records to
 dead-letter), and the slice's live subscriptions as a partition payload
 (``geops.strategies.payload``), which stays cached on the executors for the static build
-(``app.static_build``). The driver merges the summaries: across slices the record at the
+(``app.static.build``). The driver merges the summaries: across slices the record at the
 highest (topic partition, offset) of an id wins, exactly as compaction would leave the topic; a
 tombstone deletes, and so does an unusable geometry or fence (it can no longer match).
 

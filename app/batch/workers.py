@@ -1,7 +1,7 @@
 """How many join workers the app runs: as many as it started with while its executors are all
 there, fewer while some are lost.
 
-A join worker is a task index (``app.static``): worker *w*'s static partitions are cached on
+A join worker is a task index (``app.static.side``): worker *w*'s static partitions are cached on
 the executor that ran its task. When an executor of a cluster is lost, Spark rebuilds its
 partitions on the executors left, so two workers would share one executor and the assignment
 would name workers that do not exist. The app instead runs ``W * cores now / most cores seen``

@@ -22,7 +22,7 @@ from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from schemas.assignment import NOT_NEWER, TOMBSTONE, Owners, command_for, owners_of
 from schemas.errors import CommandRejected
 
-log = logging.getLogger("geops.app.control_channel")
+log = logging.getLogger("geops.app.control")
 
 
 @dataclass(frozen=True)

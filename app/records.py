@@ -47,7 +47,7 @@ class Presence(NamedTuple):
 
 class Positions(NamedTuple):
     """The publications of a read task that are positions of moving objects (an object id),
-    for the geofence events (``app.events_out``)."""
+    for the geofence events (``app.events.positions``)."""
 
     keys: np.ndarray
     ids: np.ndarray

@@ -1,6 +1,6 @@
 """Static partitions built where they live: on the executors, from the scanned topic.
 
-The executors have read the subscriptions topic (``app.subscription_scan``: one task per slice,
+The executors have read the subscriptions topic (``app.subscriptions.scan``: one task per slice,
 its live subscriptions cached as a payload); the driver holds their envelopes, from which it
 built the partitioner and the router. Here each cached slice drops the subscriptions a later
 record replaced, places the rest by the strategy's own rule with the broadcast partitioner, and
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from app.subscription_scan import pieces_of
+from app.subscriptions.scan import pieces_of
 from geops.model import Envelopes, Subscriptions
 from geops.strategies import payload
 from geops.strategies.strategy import KINDS
@@ -81,7 +81,7 @@ def build_payloads(sc: Any, spec: BuildSpec, workers: int,
     slots, and tasks rotating over them rebuilt resident indexes in each (measured: 4 workers
     for local[2] instead of 2).
     """
-    from app.task_records import StaticPartition
+    from app.records import StaticPartition
 
     n = max(1, workers)
     strategy, partitions, partitioner, stale = (spec.strategy, spec.num_partitions,

@@ -1,7 +1,7 @@
 """The events query: moving objects' positions with their fences in, geofence events out.
 
 A second streaming query of the app reads the ``ObjectPositions`` records its matching
-query writes (``app.events_out``; read committed, so under exactly-once only batches whose
+query writes (``app.events.positions``; read committed, so under exactly-once only batches whose
 transaction committed), groups them by bucket of objects and runs each bucket through
 ``geops.events`` in Spark's stateful operator ``applyInPandasWithState``: the bucket's state
 (its fences' detect kinds and each of its objects' last event time and fences) is in Spark's
@@ -10,7 +10,7 @@ rather than an object is the key because the state store costs about a milliseco
 and batch (``docs/results/events/state``).
 
 The events go to the events topic as ``GeofenceEvent`` records keyed by object id, through
-the app's delivery mode (``app.batch_output``): under exactly-once each batch's events are
+the app's delivery mode (``app.batch.output``): under exactly-once each batch's events are
 one transaction, and a batch Spark runs again after a crash whose transaction committed is
 not written again (its marker rides on the batch's last event).
 """
@@ -240,7 +240,7 @@ class EventsWriter:
     """The events query's ``foreachBatch``: a batch's events to the events topic."""
 
     def __init__(self, output: Any, topic: str):
-        self.output = output  # app.batch_output, of the events query's checkpoint
+        self.output = output  # app.batch.output, of the events query's checkpoint
         self.topic = topic
 
     def __call__(self, df: Any, batch_id: int) -> None:
