@@ -33,7 +33,8 @@ from config.exitcodes import (
 
 if TYPE_CHECKING:
     from app.batch.control import ControlChannel
-    from app.batch.runner import BatchRunner, BatchState, Topics
+    from app.batch.parts import KafkaSide, RunnerSettings, StaticParts, Topics
+    from app.batch.runner import BatchRunner, BatchState
     from app.events.query import EventsQuery
     from app.launch.jvm import Watchdog
     from app.static.side import StaticSide
@@ -171,7 +172,8 @@ def starting(status: dict) -> bool:
 
 def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
-    from app.batch.runner import BatchState, Topics
+    from app.batch.parts import KafkaSide, RunnerSettings, Topics
+    from app.batch.runner import BatchState
 
     if cfg.view.app.mode == "real-time":
         return run_real_time(cfg, starting_offsets)
@@ -198,8 +200,10 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         return ended.exit_code
     static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch)
     state = BatchState(epoch, owners)
-    runner = _warm_runner(cfg, spark, strategy, found, workers, static, control, topics,
-                          kafka_conf, state, checkpoint, feed)
+    runner = _warm_runner(RunnerSettings.of(cfg, checkpoint),
+                          KafkaSide(kafka_conf, topics, control, feed),
+                          _static_parts(spark, strategy, found, workers, static, topics),
+                          state, workers)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
     start_query = _query_starter(cfg, spark, options, runner, checkpoint)
@@ -214,8 +218,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
     code = EXIT_OK
     supervisor = Supervisor(kafka_conf, cfg.view.kafka.outage_limit)
     try:
-        code, message = _supervise(cfg, query, start_query, state, stopping, supervisor,
-                                   checkpoint, topics, kafka_conf, events, runner)
+        code, message = _supervise(cfg, runner, query, start_query, stopping, supervisor,
+                                   events)
         if message is not None:
             log.error("%s", message)
     finally:
@@ -411,31 +415,30 @@ def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan, found: 
     return static
 
 
-def _warm_runner(cfg: Config, spark: Any, strategy: Layout, found: SubscriptionSet,
-                 workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
-                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
-                 feed: SubscriptionFeed) -> BatchRunner:
-    """The per-batch pipeline, warmed up so that the executors' Python processes hold the
-    matching code and the resident indexes before the first publication waits for them."""
-    from app.batch.runner import BatchRunner
+def _static_parts(spark: Any, strategy: Layout, found: SubscriptionSet, workers: int,
+                  static: StaticSide, topics: Topics) -> StaticParts:
+    """The runner's static side: the built partitions with the strategy's router broadcast,
+    the subscriptions as they change, the fences when events are on, the executors followed."""
+    from app.batch.parts import StaticParts
     from app.batch.workers import WorkerCount
     from app.events.positions import FenceTable
     from geops.strategies.churn import LiveSubscriptions
 
     sc = spark.sparkContext
-    runner = BatchRunner(app_id=cfg.view.app.app_id, strategy=strategy,
-                         router=sc.broadcast(strategy.router()), join_mode=cfg.view.app.join,
-                         workers=workers, static=static, control=control, topics=topics,
-                         kafka_conf=kafka_conf, state=state, checkpoint=checkpoint,
-                         outage_limit=cfg.view.kafka.outage_limit,
-                         on_data_loss=cfg.view.app.on_data_loss, feed=feed,
-                         live=LiveSubscriptions(strategy, found.envelopes),
-                         fold_bytes=cfg.view.app.fold_bytes, delivery=cfg.view.app.delivery,
-                         follow=WorkerCount(sc, workers),
-                         one_stage_records=cfg.view.app.one_stage_records,
-                         direct_read=cfg.view.app.large_batch_read == "direct",
-                         fences=(FenceTable(found.envelopes.ids, found.detect)
-                                 if topics.positions else None))
+    return StaticParts(strategy, sc.broadcast(strategy.router()), static,
+                       live=LiveSubscriptions(strategy, found.envelopes),
+                       fences=(FenceTable(found.envelopes.ids, found.detect)
+                               if topics.positions else None),
+                       follow=WorkerCount(sc, workers))
+
+
+def _warm_runner(settings: RunnerSettings, kafka: KafkaSide, side: StaticParts,
+                 state: BatchState, workers: int) -> BatchRunner:
+    """The per-batch pipeline, warmed up so that the executors' Python processes hold the
+    matching code and the resident indexes before the first publication waits for them."""
+    from app.batch.runner import BatchRunner
+
+    runner = BatchRunner(settings, kafka, side, state, workers)
     built, took = runner.warm_up()
     log.info("warmed up in %.1f s: the executors' Python processes hold the matching code "
              "and %d resident indexes", took, built)
@@ -520,20 +523,19 @@ def _stop_on_signals() -> list[int]:
     return stopping
 
 
-def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: BatchState,
-               stopping: list[int], supervisor: Supervisor, checkpoint: str, topics: Topics,
-               kafka_conf: dict[str, str], events: EventsQuery | None = None,
-               runner: BatchRunner | None = None) -> tuple[int, str | None]:
+def _supervise(cfg: Config, runner: BatchRunner, query: Any, start_query: Callable[[], Any],
+               stopping: list[int], supervisor: Supervisor,
+               events: EventsQuery | None = None) -> tuple[int, str | None]:
     """Follow the query (and the events query) until it ends; restart either after an outage
     the connector gave up on. Returns the exit code and, when a query failed, the one line
     that says why."""
     from app.launch.jvm import fatal_failure
     from app.read.source import describe_loss
 
+    state, checkpoint = runner.state, runner.settings.checkpoint
     ready = False
     while True:
-        ready = _follow(cfg, query, state, stopping, ready, checkpoint, topics, events,
-                        runner)
+        ready = _follow(cfg, runner, query, stopping, ready, events)
         failed = events.failure() if events is not None else None
         if failed is not None:
             if (fatal_failure(failed, cfg) is None and not stopping
@@ -556,16 +558,17 @@ def _supervise(cfg: Config, query: Any, start_query: Callable[[], Any], state: B
         return ((EXIT_FATAL, fatal) if fatal
                 else explain_failure(text, checkpoint, supervisor.outage,
                                      lambda: describe_loss(
-                                         checkpoint, topics.publications, kafka_conf)))
+                                         checkpoint, runner.kafka.topics.publications,
+                                         runner.kafka.conf)))
 
 
-def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], ready: bool,
-            checkpoint: str, topics: Topics, events: EventsQuery | None = None,
-            runner: BatchRunner | None = None) -> bool:
+def _follow(cfg: Config, runner: BatchRunner, query: Any, stopping: list[int], ready: bool,
+            events: EventsQuery | None = None) -> bool:
     """Wait while the query runs: write the ready file after its first batch, and stop it,
     once no batch is running, when a signal came or it was idle for ``app.stop_after_idle``.
     Returns whether the app is ready (has written its ready file)."""
     idle = cfg.view.app.stop_after_idle
+    state = runner.state
     while query.isActive:
         try:
             query.awaitTermination(0.2)
@@ -574,7 +577,7 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
         if events is not None:
             if events.failure() is not None:
                 break  # restarted or reported by _supervise
-            if events.query is None and runner is not None and runner.wrote_positions:
+            if events.query is None and runner.wrote_positions:
                 events.start()
         status = query.status
         if not status["message"].startswith("Getting offsets"):
@@ -586,9 +589,9 @@ def _follow(cfg: Config, query: Any, state: BatchState, stopping: list[int], rea
             # job) is behind it, so the first publications wait for none of it
             ready = True
             state.last_input = time.monotonic()  # idle counts from "ready" on
-            ready_path(checkpoint).write_text(f"{os.getpid()}\n")
+            ready_path(runner.settings.checkpoint).write_text(f"{os.getpid()}\n")
             log.info("ready: the query has started and run its first batch; it takes "
-                     "publications from '%s'", topics.publications)
+                     "publications from '%s'", runner.kafka.topics.publications)
         quiet = time.monotonic() - state.last_input
         if status["isDataAvailable"] or status["isTriggerActive"]:
             quiet = 0.0 if not stopping else quiet

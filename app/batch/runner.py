@@ -19,12 +19,13 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from pyspark import RDD, Broadcast
+from pyspark import RDD
 from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import DataFrame
 
-from app.batch.control import ControlChannel
+from app.batch.collect import Collected
 from app.batch.output import batch_output
+from app.batch.parts import KafkaSide, RunnerSettings, StaticParts
 from app.batch.tasks import (
     JoinContext,
     RouteContext,
@@ -34,29 +35,16 @@ from app.batch.tasks import (
     read_route_join,
     warm_indexes,
 )
-from app.batch.workers import WorkerCount
-from app.events.positions import FenceTable, bucket_records, position_hits
+from app.events.positions import bucket_records, position_hits
 from app.faults import KillPoint
 from app.joins import JOIN_MODES
 from app.metrics import latency_stats, layout_record
 from app.read.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.read.ranges import BatchRanges
-from app.records import (
-    Busy,
-    Matched,
-    PartitionLoad,
-    Payloads,
-    Positions,
-    Presence,
-    ReadStats,
-)
 from app.static.broadcasts import ChangeBroadcasts
-from app.static.side import StaticSide, by_worker
-from app.subscriptions.feed import SubscriptionFeed
-from geops.strategies import PartialMatches, Strategy, merge
-from geops.strategies.churn import LiveSubscriptions
+from app.static.side import by_worker
+from geops.strategies import merge
 from kafkaio.errors import Aborted, DataLoss, KafkaOutage
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 from schemas import codec
 from schemas.assignment import Owners, command_fields, moves_between, owners_for_workers
 from schemas.match_encoder import encode_matches
@@ -86,18 +74,6 @@ READ_COLUMNS = ("topic", "partition", "offset", "key", "value")
 
 
 @dataclass
-class Topics:
-    """Resolved topic names the app reads and writes."""
-
-    publications: str
-    matches: str
-    metrics: str
-    control: str
-    dead_letter: str
-    positions: str = ""  # each batch's positions of moving objects (app.events.positions); "": none
-
-
-@dataclass
 class BatchState:
     """What changes from batch to batch. ``owners``: every owner of each partition (several
     for a replicated one, the primary first); ``assignment``: the primary owners."""
@@ -124,49 +100,27 @@ class BatchState:
 class BatchRunner:
     """The foreachBatch function of the app's streaming query."""
 
-    def __init__(self, *, app_id: str, strategy: Strategy, router: Broadcast, join_mode: str,
-                 workers: int, static: StaticSide, control: ControlChannel, topics: Topics,
-                 kafka_conf: dict[str, str], state: BatchState, checkpoint: str,
-                 outage_limit: float = DEFAULT_OUTAGE_LIMIT, on_data_loss: str = "fail",
-                 feed: SubscriptionFeed | None = None, live: LiveSubscriptions | None = None,
-                 fold_bytes: int, delivery: str = "at-least-once",
-                 follow: WorkerCount | None = None, one_stage_records: int = 0,
-                 direct_read: bool = False, fences: FenceTable | None = None):
-        self.app_id = app_id
-        self.strategy = strategy
-        self.router = router
-        self.join_mode = join_mode
-        self.workers = workers
-        self.follow = follow  # the executors the workers follow (None: W stays as it is)
-        self.static = static
-        self.control = control
-        self.topics = topics
-        self.kafka_conf = kafka_conf
+    def __init__(self, settings: RunnerSettings, kafka: KafkaSide, side: StaticParts,
+                 state: BatchState, workers: int):
+        self.settings = settings
+        self.kafka = kafka
+        self.side = side
         self.state = state
-        self.checkpoint = checkpoint
-        self.outage_limit = outage_limit
-        self.on_data_loss = on_data_loss
-        self.fold_bytes = fold_bytes
-        self.one_stage_records = one_stage_records  # 0: every batch in two stages
-        # whether a batch too large for one stage is read by the app's read tasks (else by the
-        # connector's)
-        self.direct_read = direct_read
-        self.fences = fences  # the fences the events query hears of (None: no events)
+        self.workers = workers  # the join workers now (``_follow_workers`` changes them)
         self.wrote_positions = False  # whether a batch wrote positions (app.events.positions)
         self.clock = 0  # the latest event time of a position seen (app.events.positions)
         # how the batch being written was read: in one stage, or in two by whom (the log line)
         self._stages = ""
         self._changed_in: dict[int, int] = {}  # subscription change seq -> the batch it came in
-        self.sc = static.sc
-        self.feed = feed
-        self.live = live
-        self.shipped = ChangeBroadcasts(static.sc)  # the pending changes, once each
-        self.disjoint = live.disjoint_ids() if live is not None else strategy.disjoint_ids()
-        self.partitions = strategy.num_partitions
-        self.output = batch_output(delivery, kafka_conf, outage_limit,
-                                   app_id=app_id, checkpoint=checkpoint,
-                                   publications=topics.publications,
-                                   outputs=(topics.matches, topics.metrics))
+        self.sc = side.static.sc
+        self.shipped = ChangeBroadcasts(self.sc)  # the pending changes, once each
+        self.disjoint = (side.live.disjoint_ids() if side.live is not None
+                         else side.strategy.disjoint_ids())
+        self.partitions = side.strategy.num_partitions
+        self.output = batch_output(settings.delivery, kafka.conf, settings.outage_limit,
+                                   app_id=settings.app_id, checkpoint=settings.checkpoint,
+                                   publications=kafka.topics.publications,
+                                   outputs=(kafka.topics.matches, kafka.topics.metrics))
         self.codec = codec()
         self._kill = KillPoint.from_env()
         self._layout_sent: float | None = None  # time.monotonic() of the last PartitionLayout
@@ -184,7 +138,7 @@ class BatchRunner:
 
     def _apply_control(self, batch_id: int) -> dict[str, Any] | None:
         """Apply a new command; its MoveReport, which goes out with the batch's output."""
-        cmd = self.control.poll(self.state.epoch)
+        cmd = self.kafka.control.poll(self.state.epoch)
         if cmd is None:
             return None
         return self._adopt(batch_id, cmd.owners, cmd.epoch)
@@ -195,20 +149,20 @@ class BatchRunner:
         to workers added, under a new epoch. The new assignment goes to the control topic with
         the output of the next batch written (so a restarted app or distributor resumes it),
         its MoveReport with this batch's metrics."""
-        if self.follow is None:
+        if self.side.follow is None:
             return None
-        workers = self.follow.now(self.workers)
+        workers = self.side.follow.now(self.workers)
         if workers == self.workers:
             return None
         state = self.state
         old = list(state.owners)
-        owners = owners_for_workers(old, workers, self.static.sizes + 1)
+        owners = owners_for_workers(old, workers, self.side.static.sizes + 1)
         epoch = state.epoch + 1
         log.warning("batch %d: the executors now carry %d join worker(s), not %d; epoch %d "
                     "moves the partitions of the workers dropped or to those added",
                     batch_id, workers, self.workers, epoch)
         self.workers = workers
-        self.control.workers = workers
+        self.kafka.control.workers = workers
         moved = self._adopt(batch_id, owners, epoch, workers)
         assignment, replicas = command_fields(owners)
         command = {"epoch": epoch, "assignment": assignment,
@@ -216,14 +170,14 @@ class BatchRunner:
                              for p, a, b in moves_between([o[0] for o in old], assignment)],
                    "mldc_before": math.nan, "mldc_predicted": math.nan, "metric": "",
                    "reason": f"the app's executors now carry {workers} join worker(s)",
-                   "time": _now_ms(), "app_id": self.app_id, "replicas": replicas}
+                   "time": _now_ms(), "app_id": self.settings.app_id, "replicas": replicas}
         self._announce = command
         return moved
 
     def _adopt(self, batch_id: int, owners: Sequence[Owners], epoch: int,
                workers: int | None = None) -> dict[str, Any]:
         """Put ``owners`` in force from this batch; the MoveReport of the change."""
-        move = self.static.apply(owners, epoch, workers)
+        move = self.side.static.apply(owners, epoch, workers)
         self.state.epoch = epoch
         self.state.owners = list(owners)
         replicated = self.state.replicas()
@@ -231,7 +185,7 @@ class BatchRunner:
                  "bytes, %.0f ms), %d copies dropped; %s", epoch, batch_id,
                  len(move.partitions), move.bytes, move.duration_ms, len(move.dropped),
                  f"replicated {_owners_text(replicated)}" if replicated else "no replicas")
-        return {"app_id": self.app_id, "batch_id": batch_id, "epoch": epoch,
+        return {"app_id": self.settings.app_id, "batch_id": batch_id, "epoch": epoch,
                 "partitions_moved": move.partitions, "bytes": move.bytes,
                 "duration_ms": move.duration_ms, "time": _now_ms()}
 
@@ -242,48 +196,49 @@ class BatchRunner:
         built, seconds)"""
         t0 = time.perf_counter()
         copies = max(1, self.sc.defaultParallelism)
-        ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
-                          tuple(self.static.base_seq))
-        spread = (self.static.for_batch()
+        static = self.side.static
+        ctx = JoinContext(self.side.strategy.name, self.settings.join_mode, static.residency(),
+                          tuple(static.base_seq))
+        spread = (self.side.static.for_batch()
                   .flatMap(lambda kv: [(kv[0] * copies + c, kv[1]) for c in range(copies)])
                   .partitionBy(self.workers * copies, by_worker))
         built = sum(spread.mapPartitionsWithIndex(
-            partial(warm_indexes, ctx, self.router, copies)).collect())
+            partial(warm_indexes, ctx, self.side.router, copies)).collect())
         return built, time.perf_counter() - t0
 
     def _apply_subscriptions(self, batch_id: int) -> None:
         """The subscription changes recorded for this batch, applied incrementally."""
-        if self.feed is None or self.live is None:
+        if self.kafka.feed is None or self.side.live is None:
             return
         t0 = time.perf_counter()
-        change = self.feed.changes(batch_id)
+        change = self.kafka.feed.changes(batch_id)
         if not change:
             return
         t1 = time.perf_counter()
-        result = self.live.apply(change.upserts, change.deletes)
-        if self.fences is not None:
-            self.fences.apply(change.upserts.ids, change.detect, change.deletes)
-        self.shipped.publish(self.live.seq, result)
-        self.disjoint = self.live.disjoint_ids()
+        result = self.side.live.apply(change.upserts, change.deletes)
+        if self.side.fences is not None:
+            self.side.fences.apply(change.upserts.ids, change.detect, change.deletes)
+        self.shipped.publish(self.side.live.seq, result)
+        self.disjoint = self.side.live.disjoint_ids()
         t2 = time.perf_counter()
-        self._changed_in[self.live.seq] = batch_id
+        self._changed_in[self.side.live.seq] = batch_id
         log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "
                  "changed; %d live; read %.0f ms, applied %.0f ms)", batch_id, result.added,
-                 result.updated, result.removed, len(result.partitions), len(self.live),
+                 result.updated, result.removed, len(result.partitions), len(self.side.live),
                  (t1 - t0) * 1e3, (t2 - t1) * 1e3)
 
     def _fold(self, batch_id: int) -> None:
         """Fold pending subscription changes into the static side when they have grown past
         the limit, or have waited ``FOLD_AGE_BATCHES``: every batch pays for what is pending
         (STRL applies it to every partition it builds), also when no new change comes."""
-        live = self.live
+        live = self.side.live
         if live is None:
             return
-        limit = max(self.fold_bytes, self.static.total_bytes // 10)
+        limit = max(self.settings.fold_bytes, self.side.static.total_bytes // 10)
         waited = batch_id - min((self._changed_in[d.seq] for ds in live.pending.values()
                                  for d in ds), default=batch_id)  # by the oldest pending
         if live.pending_bytes() > limit:
-            keep = REBASE_KEEP_CHANGES if JOIN_MODES[self.join_mode].resident else 0
+            keep = REBASE_KEEP_CHANGES if JOIN_MODES[self.settings.join_mode].resident else 0
             upto, why = live.fold_point(keep, limit // 2), "over the limit"
         elif waited >= FOLD_AGE_BATCHES:
             upto, why = live.seq, f"pending for {waited} batches"
@@ -292,13 +247,13 @@ class BatchRunner:
         if upto is not None:
             t0 = time.perf_counter()
             deltas = live.rebase(upto)
-            self.static.rebase(deltas, upto)
+            self.side.static.rebase(deltas, upto)
             log.info("batch %d: %d partitions folded (subscription changes up to %d, %s) in "
                      "%.0f ms", batch_id, len(deltas), upto, why,
                      (time.perf_counter() - t0) * 1e3)
         if len(live.router_pending) > REBASE_ROUTER_DELTAS:
-            old_router = self.router
-            self.router = self.sc.broadcast(live.router())
+            old_router = self.side.router
+            self.side.router = self.sc.broadcast(live.router())
             live.router_pending.clear()
             old_router.unpersist()
         pending = {d.seq for ds in live.pending.values() for d in ds}
@@ -319,28 +274,30 @@ class BatchRunner:
                      "written again", batch_id)
             state.last_input = time.monotonic()
             return
-        live = self.live
+        live = self.side.live
         if live is not None:  # the changes folded away are no longer needed by any task
             self.shipped.retire(live.pending, live.router_pending)
-        route_ctx = RouteContext(self.router, tuple(state.assignment), self.workers,
-                                 len(self.disjoint) > 0, self.topics.dead_letter,
-                                 self.kafka_conf, self.app_id,
+        route_ctx = RouteContext(self.side.router, tuple(state.assignment), self.workers,
+                                 len(self.disjoint) > 0, self.kafka.topics.dead_letter,
+                                 self.kafka.conf, self.settings.app_id,
                                  self.shipped.for_router(live.router_pending)
                                  if live is not None else (),
                                  state.replicas())
         seqs, changes = self.shipped.for_join(live.pending) if live is not None else ({}, {})
-        join_ctx = JoinContext(self.strategy.name, self.join_mode, self.static.residency(),
-                               tuple(self.static.base_seq), seqs, changes)
+        static = self.side.static
+        join_ctx = JoinContext(self.side.strategy.name, self.settings.join_mode,
+                               static.residency(), tuple(static.base_seq), seqs, changes)
         self._report_lost(batch_id)
         ranges = self._direct_ranges(batch_id)
         if ranges is not None and self._in_one_stage(ranges):  # read in the join tasks
             self._stages = "one stage"
-            job = self.static.for_batch().mapPartitionsWithIndex(
+            job = self.side.static.for_batch().mapPartitionsWithIndex(
                 partial(read_route_join, route_ctx, join_ctx, ranges))
         else:
             # At most one read task per core: a task costs more than reading a range.
             cores = self.sc.defaultParallelism
-            if ranges is not None and self.direct_read:  # the app's read tasks (app.read.ranges)
+            # the app's read tasks (app.read.ranges)
+            if ranges is not None and self.settings.direct_read:
                 parts = ranges.split(cores) or [ranges]  # (no offsets: one task reads none)
                 self._stages = "two stages, read directly"
                 read = (self.sc.parallelize(range(len(parts)), len(parts))
@@ -352,7 +309,7 @@ class BatchRunner:
                     read = read.coalesce(cores)
                 read = read.mapPartitions(partial(decode_route_rows, route_ctx))
             stream = read.partitionBy(self.workers, by_worker)
-            job = (self.static.for_batch().union(stream)
+            job = (self.side.static.for_batch().union(stream)
                    .mapPartitionsWithIndex(partial(join, join_ctx)))
         out = job.collect()
         job_ms = (time.perf_counter() - t0) * 1000
@@ -371,22 +328,24 @@ class BatchRunner:
         (``app.read.ranges``), in one stage or in read tasks: offsets that must all exist
         (``--on-data-loss fail``), a start Spark recorded and no partition planned to end
         below its start (a log that came back shorter: the connector names the loss)."""
-        if self.on_data_loss != "fail" or not (self.one_stage_records or self.direct_read):
+        settings = self.settings
+        if settings.on_data_loss != "fail" or not (settings.one_stage_records
+                                                   or settings.direct_read):
             return None
-        start = batch_start_offsets(self.checkpoint, batch_id)
-        end = batch_end_offsets(self.checkpoint, batch_id)
+        start = batch_start_offsets(self.settings.checkpoint, batch_id)
+        end = batch_end_offsets(self.settings.checkpoint, batch_id)
         if not start or lost_ranges(start, end):
             return None
-        return BatchRanges(self.topics.publications, {int(p): o for p, o in start.items()},
-                           {int(p): o for p, o in end.items()}, dict(self.kafka_conf),
-                           self.outage_limit)
+        return BatchRanges(self.kafka.topics.publications, {int(p): o for p, o in start.items()},
+                           {int(p): o for p, o in end.items()}, dict(self.kafka.conf),
+                           self.settings.outage_limit)
 
     def _in_one_stage(self, ranges: BatchRanges) -> bool:
         """Whether a batch runs in one stage: at most ``one_stage_records`` offsets, static
         partitions resident with their owners (STAL; under STRL the static side crosses a
         shuffle anyway)."""
-        return (self.one_stage_records > 0 and JOIN_MODES[self.join_mode].resident
-                and ranges.records <= self.one_stage_records)
+        return (self.settings.one_stage_records > 0 and JOIN_MODES[self.settings.join_mode].resident
+                and ranges.records <= self.settings.one_stage_records)
 
     def _kafka_rows(self, df: DataFrame) -> RDD:
         """The batch's Kafka records as rows of ``READ_COLUMNS`` (what ``decode_route_rows``
@@ -404,11 +363,11 @@ class BatchRunner:
         """With ``--on-data-loss continue`` the connector skips the offsets of a partition that
         came back shorter than the checkpoint had read (``failOnDataLoss=false``): name each
         such range in the log and on the dead-letter topic."""
-        if self.on_data_loss != "continue":
+        if self.settings.on_data_loss != "continue":
             return
-        topic = self.topics.publications
-        lost = lost_ranges(batch_start_offsets(self.checkpoint, batch_id),
-                           batch_end_offsets(self.checkpoint, batch_id))
+        topic = self.kafka.topics.publications
+        lost = lost_ranges(batch_start_offsets(self.settings.checkpoint, batch_id),
+                           batch_end_offsets(self.settings.checkpoint, batch_id))
         now = _now_ms()
         for partition, end, start in lost:
             reason = (f"data loss: {topic}[{partition}] now ends at {end} but the query had "
@@ -417,8 +376,8 @@ class BatchRunner:
                       f"{end} of the new one are skipped (--on-data-loss continue)")
             log.warning("%s", reason)
             record = {"topic": topic, "partition": partition, "offset": end, "reason": reason,
-                      "key": None, "payload": None, "time": now, "app_id": self.app_id}
-            self.output.open(batch_id).send(self.topics.dead_letter,
+                      "key": None, "payload": None, "time": now, "app_id": self.settings.app_id}
+            self.output.open(batch_id).send(self.kafka.topics.dead_letter,
                                             self.codec.encode("DeadLetter", record))
 
     # long: the batch's write protocol in the order it must run, between its fault-injection
@@ -427,67 +386,43 @@ class BatchRunner:
                out: list[tuple], moved: Sequence[dict[str, Any]] = ()) -> None:
         self._kill("before-write", batch_id)
         state = self.state
-        partials: list[PartialMatches] = []
-        known_keys, known_ids, known_times = [], [], []
-        # one load per (partition, owner): a replicated partition reports each owner's share
-        loads = {(p, w): PartitionLoad(p, w) for p, owners in enumerate(state.owners)
-                 for w in owners}
-        positions: list[Positions] = []
-        records = dead = 0
-        busiest_ns = 0
-        sizes: dict[int, int] = {}
         if self._announce is not None:
             self.output.open(batch_id).send(
-                self.topics.control, self.codec.encode("RebalanceCommand", self._announce),
-                key=self.app_id.encode())
+                self.kafka.topics.control,
+                self.codec.encode("RebalanceCommand", self._announce),
+                key=self.settings.app_id.encode())
         for report in moved:
             self._send_metric(batch_id, "MoveReport", report)
-        for rec in out:
-            if isinstance(rec, Matched):
-                partials.append(rec.partial)
-            if isinstance(rec, Matched | Presence):  # the publications matches are for
-                known_keys.append(rec.keys)
-                known_ids.append(rec.ids)
-                known_times.append(rec.event_ms)
-            elif isinstance(rec, PartitionLoad):
-                loads[(rec.partition, rec.worker)] = rec
-            elif isinstance(rec, Positions):
-                positions.append(rec)
-            elif isinstance(rec, ReadStats):
-                records += rec.records
-                dead += rec.dead_letters
-            elif isinstance(rec, Busy):
-                busiest_ns = max(busiest_ns, rec.busy_ns)
-            elif isinstance(rec, Payloads):
-                sizes.update(rec.sizes)
-        self.static.measured(sizes)
+        got = Collected.of(out, state.owners)
+        loads, positions, records, dead = got.loads, got.positions, got.records, got.dead
+        self.side.static.measured(got.sizes)
         t_write = time.perf_counter()
-        keys, ids, times = _unique_keys(known_keys, known_ids, known_times)
+        keys, ids, times = _unique_keys(got.known_keys, got.known_ids, got.known_times)
         mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),
-                                        partials, self.disjoint)
+                                        got.partials, self.disjoint)
         match_ms = _now_ms()
         pos = np.searchsorted(keys, mkeys)
         pub_ids, pub_times = ids[pos], times[pos]
-        matches = self.topics.matches
+        matches = self.kafka.topics.matches
         values = encode_matches(pub_ids, offsets, sub_ids, pub_times, match_ms, batch_id,
-                                self.app_id)
+                                self.settings.app_id)
         out = self.output.open(batch_id)
         out.send_many(matches, values, [str(pid).encode() for pid in pub_ids.tolist()])
         # (the whole table waits for the first positions: an object's state changes only at
         # its positions)
-        fences = self.fences if self.fences is not None and (
-            positions or self.fences.changed) else None
+        fences = self.side.fences if self.side.fences is not None and (
+            positions or self.side.fences.changed) else None
         if fences is not None:
             hits = position_hits(positions, mkeys, offsets, sub_ids, fences.ids)
             self.clock = max(self.clock, int(hits.event_ms.max(initial=0)))
-            for key, record in bucket_records(self.app_id, batch_id, match_ms, hits, fences,
-                                              self.clock):
-                out.send(self.topics.positions, self.codec.encode("ObjectPositions", record),
+            for key, record in bucket_records(self.settings.app_id, batch_id, match_ms, hits,
+                                              fences, self.clock):
+                out.send(self.kafka.topics.positions, self.codec.encode("ObjectPositions", record),
                          key=key)
         now = _now_ms()
         for load in loads.values():
             self._send_metric(batch_id, "PartitionLoad",
-                              load.record(self.app_id, batch_id, state.epoch, now))
+                              load.record(self.settings.app_id, batch_id, state.epoch, now))
         mean, p50, p99 = latency_stats(pub_times, match_ms)
         items = sum(load.items for load in loads.values())
         out.flush()
@@ -495,16 +430,18 @@ class BatchRunner:
         write_ms = (time.perf_counter() - t_write) * 1000
         ended = _now_ms()
         self._send_metric(batch_id, "BatchSummary", {
-            "app_id": self.app_id, "batch_id": batch_id, "epoch": state.epoch,
-            "strategy": self.strategy.name, "join": self.join_mode, "workers": self.workers,
+            "app_id": self.settings.app_id, "batch_id": batch_id, "epoch": state.epoch,
+            "strategy": self.side.strategy.name, "join": self.settings.join_mode,
+            "workers": self.workers,
             "partitions": self.partitions, "records": records, "dead_letters": dead,
             "items": items, "matched_publications": len(mkeys), "start_time": started,
             "end_time": ended, "duration_ms": (time.perf_counter() - t0) * 1000,
-            "join_stage_ms": busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
+            "join_stage_ms": got.busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
             "latency_mean_ms": mean,
             "latency_p50_ms": p50, "latency_p99_ms": p99,
-            "source_end_offsets": batch_end_offsets(self.checkpoint, batch_id),
-            "subscription_offsets": self.feed.offsets() if self.feed is not None else {},
+            "source_end_offsets": batch_end_offsets(self.settings.checkpoint, batch_id),
+            "subscription_offsets": (self.kafka.feed.offsets() if self.kafka.feed is not None
+                                     else {}),
             "replicas": command_fields(state.owners)[1]}, self.output.headers(batch_id))
         if self._layout_sent is None or time.monotonic() - self._layout_sent >= LAYOUT_EVERY_S:
             self.send_layout(batch_id)
@@ -527,11 +464,11 @@ class BatchRunner:
         """Put a PartitionLayout on the metrics topic with batch ``batch_id``'s output: the cells
         of the static partitions and their subscriptions now (what a map of the load draws;
         nothing else reads it)."""
-        sizes = (self.live.partition_sizes() if self.live is not None
-                 else self.strategy.partition_sizes())
+        sizes = (self.side.live.partition_sizes() if self.side.live is not None
+                 else self.side.strategy.partition_sizes())
         self._send_metric(batch_id, "PartitionLayout",
-                          layout_record(self.app_id, self.strategy, self.workers, sizes,
-                                        _now_ms()))
+                          layout_record(self.settings.app_id, self.side.strategy, self.workers,
+                                        sizes, _now_ms()))
         self._layout_sent = time.monotonic()
 
     def close(self, abandon: bool = False) -> None:
@@ -542,8 +479,8 @@ class BatchRunner:
 
     def _send_metric(self, batch_id: int, name: str, record: dict[str, Any],
                      headers: list | None = None) -> None:
-        self.output.open(batch_id).send(self.topics.metrics, self.codec.encode(name, record),
-                                        key=self.app_id.encode(), headers=headers)
+        self.output.open(batch_id).send(self.kafka.topics.metrics, self.codec.encode(name, record),
+                                        key=self.settings.app_id.encode(), headers=headers)
 
 
 def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.ndarray]

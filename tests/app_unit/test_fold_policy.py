@@ -4,6 +4,8 @@ however small they are (STRL applies what is pending to every partition in every
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -29,8 +31,11 @@ class Static:
 def runner(join: str, fold_bytes: int) -> BatchRunner:
     w = generate_workload(seed=3, subscriptions=200, publications=10)
     r = object.__new__(BatchRunner)  # the fold policy alone: no Spark, no Kafka
-    r.live = LiveSubscriptions(build_strategy("sPIS", w.subscriptions, 8), w.subscriptions)
-    r.static, r.join_mode, r.fold_bytes, r._changed_in = Static(), join, fold_bytes, {}
+    r.side = SimpleNamespace(
+        live=LiveSubscriptions(build_strategy("sPIS", w.subscriptions, 8), w.subscriptions),
+        static=Static())
+    r.settings = SimpleNamespace(join_mode=join, fold_bytes=fold_bytes)
+    r._changed_in = {}
     r._pool = generate_workload(seed=4, subscriptions=400, publications=10).subscriptions
     return r
 
@@ -38,9 +43,9 @@ def runner(join: str, fold_bytes: int) -> BatchRunner:
 def change(r: BatchRunner, batch_id: int, k: int) -> None:
     pool = r._pool
     rows = np.arange(k * 20, k * 20 + 20)
-    r.live.apply(Subscriptions(pool.ids[rows] + 10_000, pool.geoms[rows],
+    r.side.live.apply(Subscriptions(pool.ids[rows] + 10_000, pool.geoms[rows],
                                pool.relations[rows]), np.empty(0, np.int64))
-    r._changed_in[r.live.seq] = batch_id
+    r._changed_in[r.side.live.seq] = batch_id
 
 
 @pytest.mark.parametrize("join", ["STAL", "STRL"])
@@ -49,11 +54,12 @@ def test_a_small_change_is_folded_once_it_has_waited(join):
     change(r, 0, 0)
     for b in range(FOLD_AGE_BATCHES):
         r._fold(b)
-        assert not r.static.folds, f"folded at batch {b}"
+        assert not r.side.static.folds, f"folded at batch {b}"
     r._fold(FOLD_AGE_BATCHES)
-    assert r.static.folds == [(sorted(r.static.folds[0][0]), 1)] and not r.live.pending
+    folds = r.side.static.folds
+    assert folds == [(sorted(folds[0][0]), 1)] and not r.side.live.pending
     r._fold(FOLD_AGE_BATCHES + 1)
-    assert len(r.static.folds) == 1 and r._changed_in == {}
+    assert len(r.side.static.folds) == 1 and r._changed_in == {}
 
 
 @pytest.mark.parametrize("join", ["STAL", "STRL"])
@@ -61,10 +67,10 @@ def test_over_the_limit_stal_keeps_the_newest_changes_strl_none(join):
     r = runner(join, 1 << 30)
     for k in range(8):
         change(r, k, k)
-    r.fold_bytes = r.live.pending_bytes() - 1  # just over: half of it holds 3 changes
+    r.settings.fold_bytes = r.side.live.pending_bytes() - 1  # just over: half of it holds 3 changes
     r._fold(8)
-    (_, upto), = r.static.folds
+    (_, upto), = r.side.static.folds
     keep = REBASE_KEEP_CHANGES if join == "STAL" else 0
     assert upto == 8 - keep
-    assert {d.seq for ds in r.live.pending.values() for d in ds} == set(range(9 - keep, 9))
+    assert {d.seq for ds in r.side.live.pending.values() for d in ds} == set(range(9 - keep, 9))
     assert set(r._changed_in) == set(range(9 - keep, 9))

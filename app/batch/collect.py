@@ -1,0 +1,74 @@
+"""What a batch's join tasks returned, gathered by record type (``app.records``) for the
+driver's merge and writes: one collector method per type, chosen by the record's type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.records import Busy, Matched, PartitionLoad, Payloads, Positions, Presence, ReadStats
+from geops.strategies import PartialMatches
+from schemas.assignment import Owners
+
+
+@dataclass
+class Collected:
+    """A batch's task output by kind. ``loads``: one per (partition, owner), a replicated
+    partition reporting each owner's share, zero for those no task reported."""
+
+    loads: dict[tuple[int, int], PartitionLoad]
+    partials: list[PartialMatches] = field(default_factory=list)
+    # the publications the matches are for: keys, ids and event times per record
+    known_keys: list[np.ndarray] = field(default_factory=list)
+    known_ids: list[np.ndarray] = field(default_factory=list)
+    known_times: list[np.ndarray] = field(default_factory=list)
+    positions: list[Positions] = field(default_factory=list)
+    records: int = 0
+    dead: int = 0
+    busiest_ns: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, out: Iterable[Any], owners: Sequence[Owners]) -> Collected:
+        """Every record of ``out`` given to its type's collector (what has none is not kept)."""
+        found = cls({(p, w): PartitionLoad(p, w) for p, ws in enumerate(owners) for w in ws})
+        for rec in out:
+            collect = COLLECTORS.get(type(rec))
+            if collect is not None:
+                collect(found, rec)
+        return found
+
+    def matched(self, rec: Matched) -> None:
+        self.partials.append(rec.partial)
+        self.presence(rec)
+
+    def presence(self, rec: Matched | Presence) -> None:
+        self.known_keys.append(rec.keys)
+        self.known_ids.append(rec.ids)
+        self.known_times.append(rec.event_ms)
+
+    def load(self, rec: PartitionLoad) -> None:
+        self.loads[(rec.partition, rec.worker)] = rec
+
+    def position(self, rec: Positions) -> None:
+        self.positions.append(rec)
+
+    def read_stats(self, rec: ReadStats) -> None:
+        self.records += rec.records
+        self.dead += rec.dead_letters
+
+    def busy(self, rec: Busy) -> None:
+        self.busiest_ns = max(self.busiest_ns, rec.busy_ns)
+
+    def payloads(self, rec: Payloads) -> None:
+        self.sizes.update(rec.sizes)
+
+
+COLLECTORS: dict[type, Callable[[Collected, Any], None]] = {
+    Matched: Collected.matched, Presence: Collected.presence, PartitionLoad: Collected.load,
+    Positions: Collected.position, ReadStats: Collected.read_stats, Busy: Collected.busy,
+    Payloads: Collected.payloads,
+}
