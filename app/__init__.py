@@ -15,5 +15,6 @@ checks:
 - ``read``: reading publications (Spark's Kafka source, the offset log, the tasks' own reads);
 - ``subscriptions``: the subscriptions topic (the start-up scan, the live feed of changes).
 
-The shared modules (``errors``, ``faults``, ``metrics``, ``joins``, ``records``) import no room.
+The shared modules (``errors``, ``executors``, ``faults``, ``metrics``, ``joins``, ``records``)
+import no room.
 """

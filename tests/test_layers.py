@@ -55,7 +55,7 @@ APP_ROOMS: dict[str, set[str]] = {
     "read": set(),
     "subscriptions": set(),
 }
-APP_SHARED = {"errors", "faults", "joins", "metrics", "records"}
+APP_SHARED = {"errors", "executors", "faults", "joins", "metrics", "records"}
 
 
 def modules(pkg: str) -> list[Path]:

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.executors import executor_cores
 from app.realtime.sizing import static_side_bytes, task_bytes
 from app.realtime.task import TaskContext, serve
 from config import Config
 from config.exitcodes import EXIT_FAILED, EXIT_OK
-from config.values import parse_bytes
+from config.values import parse_bytes, parse_duration
 from kafkaio.transactions import transactional_id
 
 log = logging.getLogger("geops.app.realtime")
@@ -51,19 +52,36 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         outage_limit=cfg.view.kafka.outage_limit, delivery=cfg.view.app.delivery)
 
 
-def slots(spark: Any) -> int:
-    """Task slots the cluster offers now: the default parallelism (local mode: its threads;
-    a cluster: its executors' cores)."""
-    return int(spark.sparkContext.defaultParallelism)
+def slots(spark: Any, wanted: int = 0) -> int:
+    """Task slots the cluster offers: in local mode its threads; on a cluster its executors'
+    cores, waited for while fewer than ``wanted`` (at least one) have registered, up to
+    ``spark.scheduler.maxRegisteredResourcesWaitingTime``: executors register some seconds
+    after the driver starts, and long-running tasks need all their slots at once."""
+    sc = spark.sparkContext
+    cores = executor_cores(sc)
+    if cores is None:
+        return int(sc.defaultParallelism)
+    waiting = parse_duration(sc.getConf().get("spark.scheduler.maxRegisteredResourcesWaitingTime",
+                                              "30s"))
+    deadline, said = time.monotonic() + waiting, 0.0
+    while cores < max(1, wanted) and time.monotonic() < deadline:
+        if time.monotonic() - said >= 10:
+            log.info("waiting for executors: %d of %d task slots registered", cores,
+                     max(1, wanted))
+            said = time.monotonic()
+        time.sleep(0.2)
+        cores = executor_cores(sc) or 0
+    return cores
 
 
 def real_time_refusal(cfg: Config, spark: Any, workers: int) -> str | None:
     """Why the real-time tasks cannot start here, in one line, or None: fewer task slots than
     workers, or a static side larger than a task may hold (``sizing``)."""
-    if slots(spark) < workers:
+    have = slots(spark, workers)
+    if have < workers:
         return (f"real-time mode needs a task slot for each of its {workers} workers and Spark "
-                f"offers {slots(spark)}: give the master more cores (local[{workers}]) or fewer "
-                f"--workers")
+                f"offers {have}: give the master more cores (local[{workers}], or executors "
+                f"with {workers} cores in all) or fewer --workers")
     records, need = static_side_bytes(cfg.kafka_client(), cfg.topic("subscriptions"),
                                       cfg.view.kafka.outage_limit)
     pyspark = spark.sparkContext.getConf().get("spark.executor.pyspark.memory", "0")
