@@ -47,6 +47,7 @@ class DetectKind(IntFlag):
     EXIT = 2
     INSIDE = 4
     OUTSIDE = 8
+    CROSS = 16
 
     @classmethod
     def parse(cls, value: object) -> int:

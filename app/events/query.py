@@ -86,7 +86,9 @@ class Held:
                      if top <= np.iinfo(t).max)
         return {"first": int(table.ids[0]) if len(table.ids) else 0,
                 "gaps": gaps.astype(small), "detect": table.detect,
-                "objects": {name: tuple(st) for name, st in self.objects.items()},
+                # a state without a place (the stream knows none) as three fields
+                "objects": {name: tuple(st[:3]) if st[3:4] in ((), (None,)) else tuple(st)
+                            for name, st in self.objects.items()},
                 "dropped": self.dropped, "clock": self.clock}
 
     def __setstate__(self, state: dict) -> None:
@@ -119,11 +121,11 @@ class Held:
         self._table = None
         removed = before - set(self.fences)
         if removed:
-            for name, (last, fence_ids, since) in list(self.objects.items()):
+            for name, (last, fence_ids, since, *place) in list(self.objects.items()):
                 if removed.intersection(fence_ids):
                     keep = [k for k, i in enumerate(fence_ids) if i not in removed]
                     self.objects[name] = ObjectState(last, tuple(fence_ids[k] for k in keep),
-                                                     tuple(since[k] for k in keep))
+                                                     tuple(since[k] for k in keep), *place)
 
     def table(self) -> Fences:
         """The fences as ``geops.events`` takes them (no shapes: the hits come with the

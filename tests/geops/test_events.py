@@ -58,7 +58,7 @@ def test_enter_inside_exit_outside():
     assert got == [("car", 7, OUTSIDE, 100, 0, None), ("car", 7, ENTER, 101, 1000, None),
                    ("car", 7, INSIDE, 102, 2000, None), ("car", 7, EXIT, 103, 3000, None),
                    ("car", 7, OUTSIDE, 104, 4000, None)]
-    assert e.states == {"car": ObjectState(4000, (), ())}
+    assert e.states == {"car": ObjectState(4000, (), (), 30.0, 30.0)}
 
 
 def test_a_first_position_inside_enters_and_the_relation_is_intersects():
@@ -96,7 +96,7 @@ def test_a_position_older_than_the_last_accepted_is_dropped_never_a_false_exit()
         ("o", 1, INSIDE, 3, 100, None)]            # same time as the last: taken
     assert e.dropped == 1
     assert run(e, [("o", 4, 99, P_OUT)]) == [] and e.dropped == 2
-    assert e.states["o"] == ObjectState(100, (1,), e.states["o"].fence_since)
+    assert e.states["o"] == ObjectState(100, (1,), e.states["o"].fence_since, 5.0, 5.0)
 
 
 def test_objects_are_independent_in_one_batch():
@@ -185,7 +185,7 @@ def test_the_step_function_carries_a_plain_state_between_batches():
     fences, _ = build_fences(np.array([1]), np.array([BOX]), np.array([ALL]))
     state, events, dropped = step(None, "o", np.array([1, 2]), np.array([10, 20]),
                                   np.array([P_OUT, P_IN]), fences)
-    assert state == ObjectState(20, (1,), (0,)) and dropped == 0
+    assert state == ObjectState(20, (1,), (0,), 5.0, 5.0) and dropped == 0
     assert [ev.kind for ev in events] == [OUTSIDE, ENTER]
     state, events, dropped = step(tuple(state), "o", np.array([3, 4]), np.array([5, 30]),
                                   np.array([P_OUT, P_OUT]), fences, ttl_ms=1000)
