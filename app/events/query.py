@@ -68,6 +68,9 @@ class Held:
         self.objects = dict(objects or {})
         self.dropped = dropped  # positions older than their object's last, since it began
         self.clock = clock  # the latest event time the stream has seen (ObjectPositions)
+        # the shapes of the fences that ask for cross, where the holder knows them (the
+        # real-time task; not kept in a state store): without them no track is tested
+        self.shapes: dict[int, Any] = {}
         self._table: Fences | None = None
 
     @property
@@ -128,11 +131,14 @@ class Held:
                                                      tuple(since[k] for k in keep), *place)
 
     def table(self) -> Fences:
-        """The fences as ``geops.events`` takes them (no shapes: the hits come with the
-        positions)."""
+        """The fences as ``geops.events`` takes them (the hits come with the positions: no
+        shapes but those of ``shapes``, for the tracks)."""
         if self._table is None:
             ids = np.array(sorted(self.fences), np.int64)
-            self._table = Fences(ids, np.full(len(ids), None, object),
+            shapes = np.full(len(ids), None, object)
+            if self.shapes:
+                shapes[:] = [self.shapes.get(i) for i in ids.tolist()]
+            self._table = Fences(ids, shapes,
                                  np.array([self.fences[i] for i in ids.tolist()], np.uint8))
         return self._table
 
@@ -161,7 +167,8 @@ def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
 
 
 def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
-    """The events of a record's positions (``geops.events.run_batch``)."""
+    """The events of a record's positions (``geops.events.run_batch``; their places, for
+    ``cross``, where the record has them)."""
     n = len(rec["publication_ids"])
     if not n:
         return EventColumns.of(())
@@ -181,8 +188,10 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     rank[order] = np.arange(n)
     hit_pos, hit_fence = rank[owner[known]], at[known]
     by = np.lexsort((hit_fence, hit_pos))
+    places = rec.get("points")
     events, dropped = run_batch(held.objects, fences, ttl_ms, names[order], pids[order],
-                                times[order], (hit_pos[by], hit_fence[by]))
+                                times[order], (hit_pos[by], hit_fence[by]),
+                                None if places is None else np.asarray(places)[order])
     held.dropped += dropped
     return events
 
