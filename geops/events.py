@@ -595,10 +595,9 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     rank[acc] = np.arange(m)
     a_obj, a_time = obj[acc], times[acc]
     last = np.flatnonzero(np.append(a_obj[1:] != a_obj[:-1], True))  # each object's last
-    if nf == 0:  # no fences: no events; each object's last time
-        for r in last.tolist():
-            states[objects[a_obj[r]]] = ObjectState(int(a_time[r]), (), (),
-                                                    *_place(place[acc[r]]))
+    if nf == 0:  # no fences: no events; each object's last time and place
+        _keep_states(states, fences, objects[a_obj[last]], a_time[last], place[acc[last]],
+                     np.empty(0, np.int64), last)
         return EventColumns.of(()), n - m
     # the previous accepted position of each accepted one: in the batch, or the held state
     in_batch = np.zeros(m, bool)
@@ -630,16 +629,24 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     event_time = np.where(expired, prev_time[r] + (ttl_ms or 0), times[at])
     columns = EventColumns(objects[obj[at]], fences.ids[f], kind,
                            np.where(expired, -1, pids[at]), event_time, expired)
-    # each object's state: its last accepted position's fences and time
+    _keep_states(states, fences, objects[a_obj[last]], a_time[last], place[acc[last]], now,
+                 last)
+    return columns, n - m
+
+
+def _keep_states(states: dict[str, ObjectState], fences: Fences, names: np.ndarray,
+                 times: np.ndarray, places: np.ndarray, now: np.ndarray, last: np.ndarray
+                 ) -> None:
+    """Each object's new state: the time, place and fences (of the keys ``now``) of its last
+    accepted position (ranks ``last``, one per object of ``names``)."""
+    nf = max(len(fences), 1)
     ends = np.searchsorted(now, np.append(last * nf, (last + 1) * nf)).tolist()
     in_ids, in_since = fences.ids[now % nf].tolist(), fences.since[now % nf].tolist()
-    for k, (name, t, at_last) in enumerate(zip(objects[a_obj[last]].tolist(),
-                                               a_time[last].tolist(), place[acc[last]],
-                                               strict=True)):
+    for k, (name, t, at) in enumerate(zip(names.tolist(), times.tolist(), places,
+                                          strict=True)):
         lo, hi = ends[k], ends[len(last) + k]
         states[name] = ObjectState(t, tuple(in_ids[lo:hi]), tuple(in_since[lo:hi]),
-                                   *_place(at_last))
-    return columns, n - m
+                                   *_place(at))
 
 
 def _cross_keys(fences: Fences, place: np.ndarray | None, acc: np.ndarray,

@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import shapely
 
 from geops.events import (
     EXPIRED,
@@ -68,8 +69,8 @@ class Held:
         self.objects = dict(objects or {})
         self.dropped = dropped  # positions older than their object's last, since it began
         self.clock = clock  # the latest event time the stream has seen (ObjectPositions)
-        # the shapes of the fences that ask for cross, where the holder knows them (the
-        # real-time task; not kept in a state store): without them no track is tested
+        # the shapes of the fences that ask for cross (a geometry, or its WKB as the
+        # ObjectPositions records bring it): without them no track is tested
         self.shapes: dict[int, Any] = {}
         self._table: Fences | None = None
 
@@ -92,12 +93,15 @@ class Held:
                 # a state without a place (the stream knows none) as three fields
                 "objects": {name: tuple(st[:3]) if st[3:4] in ((), (None,)) else tuple(st)
                             for name, st in self.objects.items()},
-                "dropped": self.dropped, "clock": self.clock}
+                "dropped": self.dropped, "clock": self.clock,
+                **({"shapes": {i: g if isinstance(g, bytes) else shapely.to_wkb(g)
+                               for i, g in self.shapes.items()}} if self.shapes else {})}
 
     def __setstate__(self, state: dict) -> None:
         # the objects' states stay plain tuples: ``run_batch`` reads them by index, and
         # making each an ObjectState would cost most of the load
         self.__init__(objects=state["objects"], dropped=state["dropped"], clock=state["clock"])
+        self.shapes = dict(state.get("shapes", {}))
         if "table" in state:  # as the state was pickled before it was compacted
             ids, detect = state["table"]
         else:
@@ -105,13 +109,23 @@ class Held:
             ids = ids[:len(state["detect"])]
             detect = state["detect"]
         self._fences = None
-        self._table = Fences(ids, np.full(len(ids), None, object), detect)
+        self._table = Fences(ids, self._shapes_of(ids), detect)
 
-    def change_fences(self, complete: bool, ids: list[int], masks: list[int]) -> None:
-        """Apply a record's fence change; a removed fence is forgotten by every object (added
-        again, it starts fresh)."""
+    def change_fences(self, complete: bool, ids: list[int], masks: list[int],
+                      shapes: list[bytes] | None = None) -> None:
+        """Apply a record's fence change (``shapes``, row for row with ``ids``: the WKB of
+        a fence that asks for cross, else empty); a removed fence is forgotten by every object
+        (added again, it starts fresh)."""
         if not complete and not ids:
             return
+        if complete:
+            self.shapes = {}
+        for k, i in enumerate(ids):
+            shape = shapes[k] if shapes else None
+            if shape is not None and (not isinstance(shape, bytes) or shape):
+                self.shapes[i] = shape
+            else:
+                self.shapes.pop(i, None)
         before = set(self.fences)
         if complete:
             self._fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
@@ -135,12 +149,18 @@ class Held:
         shapes but those of ``shapes``, for the tracks)."""
         if self._table is None:
             ids = np.array(sorted(self.fences), np.int64)
-            shapes = np.full(len(ids), None, object)
-            if self.shapes:
-                shapes[:] = [self.shapes.get(i) for i in ids.tolist()]
-            self._table = Fences(ids, shapes,
+            self._table = Fences(ids, self._shapes_of(ids),
                                  np.array([self.fences[i] for i in ids.tolist()], np.uint8))
         return self._table
+
+    def _shapes_of(self, ids: np.ndarray) -> np.ndarray:
+        """The geometry of each of ``ids`` that asks for cross, None for the others."""
+        shapes = np.full(len(ids), None, object)
+        if self.shapes:
+            shapes[:] = [self.shapes.get(i) for i in ids.tolist()]
+            wkb = np.flatnonzero([isinstance(g, bytes) for g in shapes])
+            shapes[wkb] = shapely.from_wkb(shapes[wkb])
+        return shapes
 
 
 def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
@@ -151,7 +171,8 @@ def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
     updated."""
     parts: list[tuple[EventColumns, dict]] = []
     for rec in sorted(records, key=lambda r: r["batch_id"]):
-        held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"])
+        held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"],
+                           rec.get("fence_shapes"))
         parts.append((_positions(held, rec, ttl_ms), rec))
         parts.append((_expire(held, rec, ttl_ms), rec))
     cols = EventColumns.concat([c for c, _ in parts])
@@ -189,6 +210,8 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     hit_pos, hit_fence = rank[owner[known]], at[known]
     by = np.lexsort((hit_fence, hit_pos))
     places = rec.get("points")
+    if places is None and rec.get("places"):  # an ObjectPositions record from version 4 on
+        places = np.frombuffer(rec["places"], "<f8").reshape(-1, 2)
     events, dropped = run_batch(held.objects, fences, ttl_ms, names[order], pids[order],
                                 times[order], (hit_pos[by], hit_fence[by]),
                                 None if places is None else np.asarray(places)[order])

@@ -42,12 +42,9 @@ class TaskEvents:
                ) -> None:
         """Subscriptions changed: each id's detect mask now (0: no fence, or deleted), and
         its shape (None where deleted)."""
-        for k, (sid, mask) in enumerate(zip(ids.tolist(), masks.tolist(), strict=True)):
-            if mask & DetectKind.CROSS and shapes is not None and shapes[k] is not None:
-                self.held.shapes[sid] = shapes[k]
-            else:
-                self.held.shapes.pop(sid, None)
-        self.held.change_fences(False, ids.tolist(), masks.tolist())
+        cross = [shapes[k] if shapes is not None and m & DetectKind.CROSS else None
+                 for k, m in enumerate(masks.tolist())]
+        self.held.change_fences(False, ids.tolist(), masks.tolist(), cross)
 
     def events(self, object_ids: np.ndarray, publication_ids: np.ndarray,
                event_times: np.ndarray, hit_counts: np.ndarray, hit_ids: np.ndarray,
