@@ -23,19 +23,11 @@ from geops.events import (
 from geops.fences import GEOD, SEGMENT_M
 from geops.model import DetectKind
 from geops.workload import generate_workload
-from tests.geops.test_events import Reference, reference_track
+from tests.geops.test_events import Reference, engine, reference_track
 
 C = 2.0 ** -10                       # ~108 m at the equator: the fence's side
 FENCE = shapely.box(0, 0, C, C)
 ASKS = int(DetectKind.CROSS | DetectKind.ENTER | DetectKind.EXIT)
-
-
-def engine(fences: list[tuple[int, shapely.Geometry, int]], ttl_ms: int | None = None
-           ) -> EventEngine:
-    e = EventEngine(ttl_ms)
-    e.set_fences(np.array([f[0] for f in fences], np.int64),
-                 np.array([f[1] for f in fences], object), np.array([f[2] for f in fences]))
-    return e
 
 
 def run(e: EventEngine, *positions: tuple[int, int, float, float], obj: str = "o"
