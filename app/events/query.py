@@ -154,12 +154,18 @@ class Held:
         return self._table
 
     def _shapes_of(self, ids: np.ndarray) -> np.ndarray:
-        """The geometry of each of ``ids`` that asks for cross, None for the others."""
+        """The geometry of each of ``ids`` (sorted) that asks for cross, None for the others:
+        a pass over the few shapes, not over every fence."""
         shapes = np.full(len(ids), None, object)
-        if self.shapes:
-            shapes[:] = [self.shapes.get(i) for i in ids.tolist()]
-            wkb = np.flatnonzero([isinstance(g, bytes) for g in shapes])
-            shapes[wkb] = shapely.from_wkb(shapes[wkb])
+        if self.shapes and len(ids):
+            held = np.fromiter(self.shapes, np.int64, len(self.shapes))
+            at = np.minimum(np.searchsorted(ids, held), len(ids) - 1)
+            there = ids[at] == held
+            values = np.empty(len(held), object)
+            values[:] = list(self.shapes.values())
+            wkb = np.flatnonzero([isinstance(g, bytes) for g in values.tolist()])
+            values[wkb] = shapely.from_wkb(values[wkb])
+            shapes[at[there]] = values[there]
         return shapes
 
 

@@ -31,7 +31,7 @@ FENCE_SHARE = 0.2
 _E, _X, _I = int(DetectKind.ENTER), int(DetectKind.EXIT), int(DetectKind.INSIDE)
 DETECT_MIX: tuple[tuple[int, float], ...] = ((_E | _X, 0.6), (_E, 0.15), (_X, 0.1),
                                              (_E | _X | _I, 0.15))
-CROSS_EVERY = 10
+CROSS_EVERY = 50
 POINT_FENCE_M = (100.0, 2_000.0)
 POLYGON_FENCE_M = (50.0, 500.0)
 
@@ -77,7 +77,7 @@ def fences(rng: np.random.Generator, geoms: np.ndarray
     rows = rng.permutation(n)[:round(FENCE_SHARE * n)]
     masks, weights = zip(*DETECT_MIX, strict=True)
     detect[rows] = rng.choice(np.array(masks, np.uint8), len(rows), p=np.array(weights))
-    detect[rows[::CROSS_EVERY]] |= int(DetectKind.CROSS)  # a random tenth: rows are shuffled
+    detect[rows[::CROSS_EVERY]] |= int(DetectKind.CROSS)  # a random 50th: rows are shuffled
     points, polygons = rows[: len(rows) // 3], rows[len(rows) // 3: len(rows) // 2]
     original = geoms[points]
     geoms[points] = shapely.point_on_surface(original)
