@@ -9,10 +9,11 @@ events query (``app.events.query``), in Spark's state store.
 
 A batch with positions or fence changes writes, in its own output (its transaction under
 exactly-once), one ``ObjectPositions`` record per bucket of objects: the positions of its
-objects with their fences, what changed in the fences (every fence, ``fences_complete``, in
-the first batch a process writes; after that only the fences added, changed or removed), and
-the clock (the latest event time seen), by which a bucket expires its silent objects. A
-bucket's records go to one topic partition (keyed by bucket), in batch order.
+objects with their fences and places, what changed in the fences (every fence,
+``fences_complete``, in the first batch a process writes; after that only the fences added,
+changed or removed; the shape of each that asks for cross, whose tracks the events query tests
+itself), and the clock (the latest event time seen), by which a bucket expires its silent
+objects. A bucket's records go to one topic partition (keyed by bucket), in batch order.
 """
 
 from __future__ import annotations

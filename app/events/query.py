@@ -4,10 +4,10 @@ A second streaming query of the app reads the ``ObjectPositions`` records its ma
 query writes (``app.events.positions``; read committed, so under exactly-once only batches whose
 transaction committed), groups them by bucket of objects and runs each bucket through
 ``geops.events`` in Spark's stateful operator ``applyInPandasWithState``: the bucket's state
-(its fences' detect kinds and each of its objects' last event time and fences) is in Spark's
-state store (RocksDB), checkpointed with the query under ``<checkpoint>/events``. A bucket
-rather than an object is the key because the state store costs about a millisecond per key
-and batch (``docs/results/events/state``).
+(its fences' detect kinds, the shapes of those that ask for cross, and each of its objects'
+last event time, place and fences) is in Spark's state store (RocksDB), checkpointed with the
+query under ``<checkpoint>/events``. A bucket rather than an object is the key because the
+state store costs about a millisecond per key and batch (``docs/results/events/state``).
 
 The events go to the events topic as ``GeofenceEvent`` records keyed by object id, through
 the app's delivery mode (``app.batch.output``): under exactly-once each batch's events are
