@@ -2,7 +2,7 @@
 
 The operator keeps, in every bucket's state, the shapes of the fences that ask for cross (its
 objects may go anywhere), decodes them each batch and tests the batch's tracks against them.
-This study runs the operator's own code (``app.events_query.bucket_events``, the state pickled
+This study runs the operator's own code (``app.events.query.bucket_events``, the state pickled
 and read back each batch as the state store does) over one moving-object workload of
 ``geops generate`` twice, A/B interleaved per repeat (the order alternating): its fences as
 generated with one in N asking for cross too (``--cross-every``), and the same fences without
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from app.events_out import FenceTable, bucket_records, position_hits
-from app.events_query import Held, bucket_events
-from app.task_records import Positions
+from app.events.positions import FenceTable, bucket_records, position_hits
+from app.events.query import Held, bucket_events
+from app.records import Positions
 from geops.events import position_points
 from geops.model import DetectKind
 from geops.offline import matched_as
