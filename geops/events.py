@@ -3,7 +3,7 @@
 A *position* is a publication with an object id; a *fence* is a subscription whose ``detect``
 names at least one kind (its geometry already buffered when it has a distance,
 ``geops.fences``). A position is *in* a fence when the fence intersects it. Per object the
-state is its last accepted event time and the fences it is in; for each position of the
+state is its last accepted event time, place and the fences it is in; for each position of the
 object, in event-time order (ties by publication id), and each fence that asks for the kind:
 
 - ``enter``: the previous position was out (or there was none) and this one is in;
@@ -22,8 +22,8 @@ object, in event-time order (ties by publication id), and each fence that asks f
 
 A position older than the object's last accepted one is dropped and counted, never turned into
 an event (a late position cannot make a false exit or cross, nor become the start of a track);
-one of the same time is taken. A fence
-that appears mid-stream gives ``enter`` at the object's next position in it. A fence that is
+one of the same time is taken. A fence that appears mid-stream gives ``enter`` at the object's
+next position in it (and a track through it ``cross``). A fence that is
 removed gives nothing more, and what objects knew of it is forgotten: fences carry an instance
 number (``since``; the offline engine counts adds, a stream would take the offset of the record
 that added it), which changes when an id is removed and added again, so the same id added
@@ -573,8 +573,8 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     first[1:] = names[1:] != names[:-1]
     obj = np.cumsum(first) - 1                      # each position's object
     objects = names[first]
-    # a held state may be a plain (last_ms, fence_ids, fence_since) tuple, as a state store
-    # gives it back: read by index
+    # a held state may be a plain (last_ms, fence_ids, fence_since[, x, y]) tuple, as a state
+    # store gives it back: read by index
     held = [states.get(name) for name in objects.tolist()]
     has_held = np.array([s is not None for s in held], bool)
     held_last = np.array([s[0] if s is not None else 0 for s in held], np.int64)
