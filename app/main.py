@@ -198,11 +198,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                                                      watchdog)
     except EndedBeforeQuery as ended:
         return ended.exit_code
+    cross = scan.cross_shapes() if events_on else {}  # before the scan's cache is dropped
     static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch)
     state = BatchState(epoch, owners)
     runner = _warm_runner(RunnerSettings.of(cfg, checkpoint),
                           KafkaSide(kafka_conf, topics, control, feed),
-                          _static_parts(spark, strategy, found, workers, static, topics),
+                          _static_parts(spark, strategy, found, workers, static, topics,
+                                        cross),
                           state, workers)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
@@ -416,9 +418,11 @@ def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan, found: 
 
 
 def _static_parts(spark: Any, strategy: Layout, found: SubscriptionSet, workers: int,
-                  static: StaticSide, topics: Topics) -> StaticParts:
+                  static: StaticSide, topics: Topics, cross: dict[int, bytes] | None = None
+                  ) -> StaticParts:
     """The runner's static side: the built partitions with the strategy's router broadcast,
-    the subscriptions as they change, the fences when events are on, the executors followed."""
+    the subscriptions as they change, the fences when events are on (with the shapes,
+    ``cross``, of those that ask for cross), the executors followed."""
     from app.batch.parts import StaticParts
     from app.batch.workers import WorkerCount
     from app.events.positions import FenceTable
@@ -427,7 +431,7 @@ def _static_parts(spark: Any, strategy: Layout, found: SubscriptionSet, workers:
     sc = spark.sparkContext
     return StaticParts(strategy, sc.broadcast(strategy.router()), static,
                        live=LiveSubscriptions(strategy, found.envelopes),
-                       fences=(FenceTable(found.envelopes.ids, found.detect)
+                       fences=(FenceTable(found.envelopes.ids, found.detect, cross)
                                if topics.positions else None),
                        follow=WorkerCount(sc, workers))
 

@@ -53,6 +53,7 @@ class Positions(NamedTuple):
     ids: np.ndarray
     object_ids: np.ndarray          # str objects
     event_ms: np.ndarray
+    places: np.ndarray | None = None  # (n, 2) float64: where tracks end (``cross``)
 
 
 class ReadStats(NamedTuple):

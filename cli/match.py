@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog='Writes OUT.jsonl: one line {"publication_id": ID, "subscription_ids": [...]} '
                "per matched publication, in input order, ids ascending. With --events: one "
                'line {"object_id": "...", "subscription_id": ID, "kind": "enter|exit|inside|'
-               'outside", "publication_id": ID, "event_time": MS} per geofence event, '
+               'outside|cross", "publication_id": ID, "event_time": MS} per geofence event, '
                "publication after publication in file order (an expiry: publication_id null, "
                'event_time last seen + TTL, and "reason": "expired"); --strategy, '
                "--partitions and --partitioner are not used then. Exit code 3 when input "

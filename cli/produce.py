@@ -72,8 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "properties.distance_m when present (a fence for geofence events).")
     subs.add_argument("--file", required=True, metavar="F", help=INPUT_HELP)
     subs.add_argument("--detect", type=_detect_kinds, metavar="KINDS",
-                      help="detect kinds (comma-separated: enter, exit, inside, outside) for "
-                           "the features without properties.detect")
+                      help=f"detect kinds (comma-separated: {DetectKind.choices()}) for the "
+                           "features without properties.detect")
     subs.add_argument("--distance-m", type=_distance_m, metavar="M",
                       help="a fence of M metres around the geometry (on the ellipsoid) for the "
                            "features without properties.distance_m; needs detect kinds")
@@ -113,8 +113,8 @@ def _detect_kinds(text: str) -> int:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc}; got {text!r}") from None
     if not mask:
-        raise argparse.ArgumentTypeError(f"expected at least one of enter, exit, inside, "
-                                         f"outside, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected at least one of {DetectKind.choices()}, "
+                                         f"got {text!r}")
     return mask
 
 

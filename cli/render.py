@@ -34,6 +34,8 @@ def _field_kinds(name: str) -> dict[str, str]:
             kinds[field["name"]] = "geometry"
         elif t == "bytes" or t == ["null", "bytes"]:
             kinds[field["name"]] = "bytes"
+        elif isinstance(t, dict) and t.get("type") == "array" and t.get("items") == "bytes":
+            kinds[field["name"]] = "bytes array"
     return kinds
 
 
@@ -65,13 +67,19 @@ def to_json(name: str, record: dict[str, Any]) -> dict[str, Any]:
         elif kind == "geometry":
             out[key] = _wkt(value)
         elif kind == "bytes":
-            # a field a record's older schema lacks reads as its default, which Avro writes
-            # as a string of code points 0-255
-            raw = value.encode("latin-1") if isinstance(value, str) else value
-            out[key] = base64.b64encode(raw).decode()
+            out[key] = _base64(value)
+        elif kind == "bytes array":
+            out[key] = [_base64(v) for v in value]
         else:
             out[key] = value
     return out
+
+
+def _base64(value: bytes | str) -> str:
+    """Bytes as base64 text; a field a record's older schema lacks reads as its default,
+    which Avro writes as a string of code points 0-255."""
+    raw = value.encode("latin-1") if isinstance(value, str) else value
+    return base64.b64encode(raw).decode()
 
 
 def _short(wkt: str) -> str:

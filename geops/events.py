@@ -1,19 +1,29 @@
-"""Geofence events of moving objects: enter, exit, inside, outside (no Spark, no Kafka).
+"""Geofence events of moving objects: enter, exit, inside, outside, cross (no Spark, no Kafka).
 
 A *position* is a publication with an object id; a *fence* is a subscription whose ``detect``
 names at least one kind (its geometry already buffered when it has a distance,
 ``geops.fences``). A position is *in* a fence when the fence intersects it. Per object the
-state is its last accepted event time and the fences it is in; for each position of the
+state is its last accepted event time, place and the fences it is in; for each position of the
 object, in event-time order (ties by publication id), and each fence that asks for the kind:
 
 - ``enter``: the previous position was out (or there was none) and this one is in;
 - ``exit``: the previous position was in and this one is out;
 - ``inside`` / ``outside``: the previous and this position are both in / both out (a first
-  position counts as coming from outside: out of a fence it gives ``outside``).
+  position counts as coming from outside: out of a fence it gives ``outside``);
+- ``cross``: the previous and this position are both out and the track between them passes
+  through the fence (a first position has no track, so never crosses; a fence that also asks
+  for ``outside`` gives both). The track is the geodesic between the two positions (their
+  centroids for positions that are not points), cut into pieces of at most
+  ``geops.fences.SEGMENT_M`` as distance fences cut their edges, so it and the fence are drawn
+  alike in lon/lat and a distance fence is crossed where the geodesic passes within its
+  distance; coordinates that are no lon/lat take the straight segment. The track meets the
+  fence as a position is in it: by intersects, so a track that touches the fence's border or
+  runs along an edge crosses it.
 
 A position older than the object's last accepted one is dropped and counted, never turned into
-an event (a late position cannot make a false exit); one of the same time is taken. A fence
-that appears mid-stream gives ``enter`` at the object's next position in it. A fence that is
+an event (a late position cannot make a false exit or cross, nor become the start of a track);
+one of the same time is taken. A fence that appears mid-stream gives ``enter`` at the object's
+next position in it (and a track through it ``cross``). A fence that is
 removed gives nothing more, and what objects knew of it is forgotten: fences carry an instance
 number (``since``; the offline engine counts adds, a stream would take the offset of the record
 that added it), which changes when an id is removed and added again, so the same id added
@@ -28,13 +38,17 @@ watermark is one clock for all objects, so expiry by it is exact only when event
 objects are ordered within the TTL (a watermark ahead of an object's own clock could expire it
 before a position of it that is still on its way).
 
+An expired object's next position is its first, so the track from its last one is no cross.
+A fence keeps what objects knew of it while its shape changes: a track is tested against the
+fence as it is at the position, the previous position's *out* is what it was then.
+
 The per-object step (``step``) is a pure function of (state, that object's positions, fences)
 → (new state, events, dropped), and the state a small tuple (``ObjectState``);
 ``EventEngine`` holds the states of every object and the fences for the offline matcher
 (``geops match --events``) and runs the step. ``run_batch`` computes the same for a whole
 batch of many objects at once with NumPy set operations, for the stream's operator, where a
 Python step per position cost most of an event. The geometry tests of a batch are one
-vectorised STRtree query.
+vectorised STRtree query, and its tracks another (``Fences.crossings``).
 """
 
 from __future__ import annotations
@@ -49,28 +63,87 @@ from typing import NamedTuple
 import numpy as np
 import shapely
 
-from geops.fences import fence_geometries
+from geops.fences import GEOD, SEGMENT_M, fence_geometries
 from geops.model import DetectKind
 
-ENTER, EXIT, INSIDE, OUTSIDE = "enter", "exit", "inside", "outside"
+ENTER, EXIT, INSIDE, OUTSIDE, CROSS = "enter", "exit", "inside", "outside", "cross"
 EXPIRED = "expired"
 
 
 class ObjectState(NamedTuple):
-    """What is kept per object: the event time of its last accepted position (ms), and the
+    """What is kept per object: the event time of its last accepted position (ms), the
     fences it is in as two aligned tuples sorted by id: subscription ids and their instance
-    numbers (``Fences.since``)."""
+    numbers (``Fences.since``), and where that position was (lon, lat: the start of the next
+    track, for ``cross``; None when not known)."""
 
     last_ms: int
     fence_ids: tuple[int, ...] = ()
     fence_since: tuple[int, ...] = ()
+    x: float | None = None
+    y: float | None = None
 
     @classmethod
     def of(cls, value: Sequence) -> ObjectState:
-        """A state from any (last_ms, ids, since) sequence, as a state store gives it back
-        (a row, lists or arrays)."""
-        last, ids, since = value
-        return cls(int(last), tuple(int(i) for i in ids), tuple(int(s) for s in since))
+        """A state from any (last_ms, ids, since[, x, y]) sequence, as a state store gives it
+        back (a row, lists or arrays; one kept before states had a place has none)."""
+        last, ids, since, *at = value
+        x, y = _place(at)
+        return cls(int(last), tuple(int(i) for i in ids), tuple(int(s) for s in since), x, y)
+
+
+def _place(at: Sequence) -> tuple[float | None, float | None]:
+    """(x, y) of a state's optional place fields; (None, None) when absent or not finite."""
+    if len(at) < 2 or at[0] is None or at[1] is None:
+        return None, None
+    x, y = float(at[0]), float(at[1])
+    return (x, y) if np.isfinite(x) and np.isfinite(y) else (None, None)
+
+
+def position_points(geoms: np.ndarray) -> np.ndarray:
+    """(n, 2) the point of each position a track starts or ends at: a point itself, the
+    centroid of any other geometry."""
+    geoms = np.asarray(geoms, dtype=object)
+    if not len(geoms):
+        return np.empty((0, 2))
+    centres = shapely.centroid(geoms)
+    return np.column_stack([shapely.get_x(centres), shapely.get_y(centres)])
+
+
+def tracks(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The tracks from ``starts`` to ``ends`` ((n, 2) each) as linestrings: the geodesic cut
+    into pieces of at most ``SEGMENT_M`` (the edges of distance fences are cut the same way)
+    where both ends are lon/lat, else the straight segment. Vectorised: one ``Geod.inv``,
+    one ``Geod.fwd`` over every piece, one ``shapely.linestrings``."""
+    starts, ends = np.asarray(starts, float).reshape(-1, 2), np.asarray(ends, float).reshape(-1, 2)
+    n = len(starts)
+    if not n:
+        return np.empty(0, object)
+    both = np.concatenate([starts, ends], axis=1)
+    lonlat = ((np.abs(both[:, [0, 2]]) <= 180) & (np.abs(both[:, [1, 3]]) <= 90)).all(axis=1)
+    ends = ends.copy()  # a track over the antimeridian: drawn on its start's side
+    x0 = starts[lonlat, 0]
+    ends[lonlat, 0] = x0 + (ends[lonlat, 0] - x0 + 180.0) % 360.0 - 180.0
+    dist = np.zeros(n)
+    azimuth = np.zeros(n)
+    if lonlat.any():
+        az, _, d = GEOD.inv(starts[lonlat, 0], starts[lonlat, 1], ends[lonlat, 0],
+                            ends[lonlat, 1])
+        azimuth[lonlat], dist[lonlat] = az, d
+    pieces = np.where(lonlat, np.maximum(1, np.ceil(dist / SEGMENT_M)), 1).astype(np.int64)
+    line = np.repeat(np.arange(n), pieces + 1)
+    k = np.arange(len(line)) - np.repeat(np.cumsum(pieces + 1) - (pieces + 1), pieces + 1)
+    frac = k / pieces[line]
+    lon = starts[line, 0] + frac * (ends[line, 0] - starts[line, 0])
+    lat = starts[line, 1] + frac * (ends[line, 1] - starts[line, 1])
+    inner = lonlat[line] & (k > 0) & (k < pieces[line])
+    if inner.any():
+        glon, glat, _ = GEOD.fwd(starts[line[inner], 0], starts[line[inner], 1],
+                                 azimuth[line[inner]], dist[line[inner]] * frac[inner])
+        # the same side of the antimeridian as the track's start
+        x0 = starts[line[inner], 0]
+        lon[inner] = x0 + (np.asarray(glon) - x0 + 180.0) % 360.0 - 180.0
+        lat[inner] = glat
+    return shapely.linestrings(lon, lat, indices=line)
 
 
 class Event(NamedTuple):
@@ -140,7 +213,8 @@ class Fences:
         """Per kind, whether each fence asks for it (bool per fence)."""
         return {name: (self.detect & int(kind)) > 0 for name, kind in
                 ((ENTER, DetectKind.ENTER), (EXIT, DetectKind.EXIT),
-                 (INSIDE, DetectKind.INSIDE), (OUTSIDE, DetectKind.OUTSIDE))}
+                 (INSIDE, DetectKind.INSIDE), (OUTSIDE, DetectKind.OUTSIDE),
+                 (CROSS, DetectKind.CROSS))}
 
     @cached_property
     def asking_lists(self) -> dict[str, list[bool]]:
@@ -151,6 +225,24 @@ class Fences:
     def outside_askers(self) -> set[int]:
         """The indices of the fences that ask for ``outside``."""
         return set(np.flatnonzero(self.asking[OUTSIDE]).tolist())
+
+    @cached_property
+    def cross_askers(self) -> bool:
+        """Whether any fence asks for ``cross`` (else no track is drawn)."""
+        return bool(self.asking[CROSS].any())
+
+    def crossings(self, starts: np.ndarray, ends: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(track index, fence index) of every fence that asks for ``cross`` and that the
+        track from ``starts[i]`` to ``ends[i]`` ((n, 2) each; ``tracks``) meets, sorted by
+        track then fence; one vectorised query for all tracks."""
+        if not len(self) or not len(starts) or not self.cross_askers:
+            return np.empty(0, np.intp), np.empty(0, np.intp)
+        track, fence = self.tree.query(tracks(starts, ends), predicate="intersects")
+        keep = self.asking[CROSS][fence]
+        track, fence = track[keep], fence[keep]
+        order = np.lexsort((fence, track))
+        return track[order], fence[order]
 
     def hits(self, geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position index, fence index) of every fence that intersects a position, sorted by
@@ -212,27 +304,33 @@ def _expiry(object_id: str, state: ObjectState, fences: Fences, ttl_ms: int) -> 
 def step(state: ObjectState | None, object_id: str, publication_ids: np.ndarray,
          event_times: np.ndarray, geoms: np.ndarray | None, fences: Fences,
          ttl_ms: int | None = None,
-         hits: tuple[np.ndarray, np.ndarray] | None = None
+         hits: tuple[np.ndarray, np.ndarray] | None = None, points: np.ndarray | None = None
          ) -> tuple[ObjectState | None, list[Event], int]:
     """One object's positions of a batch → (new state, events in order, positions dropped).
 
     Positions are taken in (event time, publication id) order whatever their order here.
     ``hits`` (position index, fence index), sorted by position then fence, may be given when
-    computed for a larger batch (``Fences.hits``; then ``geoms`` is not read)."""
+    computed for a larger batch (``Fences.hits``; then ``geoms`` is not read); ``points``
+    ((n, 2), ``position_points``) likewise. Without geometries or points no track is known:
+    no ``cross``, and the state keeps no place."""
     state = None if state is None else ObjectState.of(state)
     pids = np.asarray(publication_ids, np.int64)
     times = np.asarray(event_times, np.int64)
     if hits is None:
         hits = fences.hits(np.asarray(geoms, dtype=object))
+    if points is None and geoms is not None:
+        points = position_points(geoms)
     hit_pos, hit_fence = hits
     order = np.lexsort((pids, times))
     bounds = np.searchsorted(hit_pos, np.arange(len(pids) + 1))
+    crossed = _step_crossings(state, times, order, points, fences, ttl_ms)
     events: list[Event] = []
     dropped = 0
     # Python sets of fence indices: an object is in a few fences, where NumPy's set
     # operations cost ~50 us each (four per position, ~250 us) and these ~1 us
     prev = set(fences.indices(state).tolist()) if state is not None else set()
     last = state.last_ms if state is not None else None
+    here = (state.x, state.y) if state is not None else (None, None)
     asks = fences.asking_lists
     away_askers = fences.outside_askers
     ids = fences.ids
@@ -251,14 +349,46 @@ def step(state: ObjectState | None, object_id: str, publication_ids: np.ndarray,
         found = [(i, ENTER) for i in now - prev if enter[i]]
         found += [(i, EXIT) for i in prev - now if leave[i]]
         found += [(i, INSIDE) for i in now & prev if stay[i]]
+        found += [(i, CROSS) for i in crossed.get(k, ()) if i not in now and i not in prev]
         if away_askers:
             found += [(i, OUTSIDE) for i in away_askers - now - prev]
         found.sort()
         events += [Event(object_id, int(ids[i]), kind, pid, t) for i, kind in found]
         prev, last = now, t
+        here = _place(points[k]) if points is not None else (None, None)
     if last is None:
         return None, events, dropped
-    return ObjectState(last, *_pairs(fences, prev)), events, dropped
+    return ObjectState(last, *_pairs(fences, prev), *here), events, dropped
+
+
+def _step_crossings(state: ObjectState | None, times: np.ndarray, order: np.ndarray,
+                    points: np.ndarray | None, fences: Fences, ttl_ms: int | None
+                    ) -> dict[int, set[int]]:
+    """Position index -> the fences asking for ``cross`` that the track to it from the
+    object's previous accepted position meets (not yet whether both ends are out): one
+    ``Fences.crossings`` for all the object's tracks."""
+    if points is None or not fences.cross_askers or not len(order):
+        return {}
+    points = np.asarray(points, float)
+    t = times[order]
+    acc = order[t >= state.last_ms] if state is not None else order  # times ascend in order
+    if not len(acc):
+        return {}
+    start = np.empty((len(acc), 2))
+    start[1:] = points[acc[:-1]]
+    start[0] = (np.nan, np.nan) if state is None or state.x is None else (state.x, state.y)
+    before = np.empty(len(acc), np.int64)
+    before[1:] = times[acc[:-1]]
+    before[0] = state.last_ms if state is not None else 0
+    valid = np.isfinite(start).all(axis=1) & np.isfinite(points[acc]).all(axis=1)
+    if ttl_ms is not None:
+        valid &= times[acc] - before <= ttl_ms
+    use = np.flatnonzero(valid)
+    track, fence = fences.crossings(start[use], points[acc[use]])
+    crossed: dict[int, set[int]] = {}
+    for k, f in zip(acc[use[track]].tolist(), fence.tolist(), strict=True):
+        crossed.setdefault(k, set()).add(f)
+    return crossed
 
 
 def _pairs(fences: Fences, at: set[int] | np.ndarray
@@ -280,11 +410,13 @@ def expire_state(state: ObjectState, object_id: str, fences: Fences, ttl_ms: int
 
 def run_objects(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None,
                 names: np.ndarray, publication_ids: np.ndarray, event_times: np.ndarray,
-                hits: tuple[np.ndarray, np.ndarray]) -> tuple[list[Event], int]:
+                hits: tuple[np.ndarray, np.ndarray], points: np.ndarray | None = None
+                ) -> tuple[list[Event], int]:
     """The events of positions sorted by object id (``names``, str), each object's run through
     ``step`` against ``states`` (updated in place: a forgotten object is removed); ``hits``
-    (position index, fence index) sorted by position then fence. Returns the events, object
-    after object, and how many positions were dropped."""
+    (position index, fence index) sorted by position then fence; ``points`` the positions'
+    (n, 2) places (``position_points``; None: no tracks, no ``cross``). Returns the events,
+    object after object, and how many positions were dropped."""
     hit_pos, hit_fence = hits
     first = np.ones(len(names), bool)
     first[1:] = names[1:] != names[:-1]
@@ -298,7 +430,8 @@ def run_objects(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | No
         name = names[a]
         state, found, gone = step(states.get(name), name, publication_ids[a:b],
                                   event_times[a:b], None, fences, ttl_ms,
-                                  (hit_pos[lo:hi] - a, hit_fence[lo:hi]))
+                                  (hit_pos[lo:hi] - a, hit_fence[lo:hi]),
+                                  None if points is None else points[a:b])
         if state is None:
             states.pop(name, None)
         else:
@@ -352,11 +485,11 @@ class EventEngine:
                              f"an object is no position)")
         inverse = np.unique(names, return_inverse=True)[1]
         order = np.lexsort((publication_ids, event_times, inverse))
-        hit_pos, hit_fence = self.fences.hits(np.asarray(geoms, dtype=object)[order])
+        geoms = np.asarray(geoms, dtype=object)[order]
         events, dropped = run_objects(self.states, self.fences, self.ttl_ms, names[order],
                                       np.asarray(publication_ids, np.int64)[order],
                                       np.asarray(event_times, np.int64)[order],
-                                      (hit_pos, hit_fence))
+                                      self.fences.hits(geoms), position_points(geoms))
         self.dropped += dropped
         return events
 
@@ -375,7 +508,7 @@ class EventEngine:
         return events
 
 
-KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE)  # an event's kind code: its index here
+KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE, CROSS)  # an event's kind code: its index here
 
 
 @dataclass
@@ -423,12 +556,14 @@ class EventColumns:
 
 def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None,
               names: np.ndarray, publication_ids: np.ndarray, event_times: np.ndarray,
-              hits: tuple[np.ndarray, np.ndarray]) -> tuple[EventColumns, int]:
+              hits: tuple[np.ndarray, np.ndarray], points: np.ndarray | None = None
+              ) -> tuple[EventColumns, int]:
     """``run_objects`` for a whole batch at once: the same events, as columns, with NumPy set
     operations over (position, fence) pairs instead of a Python step per position. Positions
     sorted by object id, then event time, then publication id; ``hits`` sorted by position then
-    fence. A stream's operator pays this per event (an object in a dozen fences that ask for
-    ``inside`` gives a dozen events a position): a third of what ``step`` costs there."""
+    fence; ``points`` their places (None: no tracks, no ``cross``). A stream's operator pays
+    this per event (an object in a dozen fences that ask for ``inside`` gives a dozen events a
+    position): a third of what ``step`` costs there."""
     n, nf = len(names), len(fences)
     times = np.asarray(event_times, np.int64)
     pids = np.asarray(publication_ids, np.int64)
@@ -438,26 +573,31 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     first[1:] = names[1:] != names[:-1]
     obj = np.cumsum(first) - 1                      # each position's object
     objects = names[first]
-    # a held state may be a plain (last_ms, fence_ids, fence_since) tuple, as a state store
-    # gives it back: read by index
+    # a held state may be a plain (last_ms, fence_ids, fence_since[, x, y]) tuple, as a state
+    # store gives it back: read by index
     held = [states.get(name) for name in objects.tolist()]
     has_held = np.array([s is not None for s in held], bool)
     held_last = np.array([s[0] if s is not None else 0 for s in held], np.int64)
+    held_xy = np.array([_place(s[3:]) if s is not None else (None, None) for s in held],
+                       float).reshape(-1, 2)       # None: NaN
+    place = (np.full((n, 2), np.nan) if points is None
+             else np.asarray(points, float).reshape(-1, 2))
     accepted = ~has_held[obj] | (times >= held_last[obj])
     acc = np.flatnonzero(accepted)
     m = len(acc)
     for o in np.setdiff1d(np.arange(len(objects)), obj[acc]).tolist():  # all dropped:
         state = ObjectState.of(held[o])                  # fences gone since are forgotten
-        states[objects[o]] = ObjectState(state.last_ms, *_pairs(fences, fences.indices(state)))
+        states[objects[o]] = ObjectState(state.last_ms, *_pairs(fences, fences.indices(state)),
+                                         state.x, state.y)
     if m == 0:
         return EventColumns.of(()), n
     rank = np.full(n, -1, np.int64)
     rank[acc] = np.arange(m)
     a_obj, a_time = obj[acc], times[acc]
     last = np.flatnonzero(np.append(a_obj[1:] != a_obj[:-1], True))  # each object's last
-    if nf == 0:  # no fences: no events; each object's last time
-        for r in last.tolist():
-            states[objects[a_obj[r]]] = ObjectState(int(a_time[r]))
+    if nf == 0:  # no fences: no events; each object's last time and place
+        _keep_states(states, fences, objects[a_obj[last]], a_time[last], place[acc[last]],
+                     np.empty(0, np.int64), last)
         return EventColumns.of(()), n - m
     # the previous accepted position of each accepted one: in the batch, or the held state
     in_batch = np.zeros(m, bool)
@@ -479,30 +619,62 @@ def run_batch(states: dict[str, ObjectState], fences: Fences, ttl_ms: int | None
     prev_r = prev // nf
     expiring = prev[gap[prev_r]]                     # the state an expiry forgets
     prev = prev[~gap[prev_r]]
-    keys, phase, kind = _event_keys(now, prev, expiring, fences, m)
+    crossed = _cross_keys(fences, place if points is not None else None, acc, in_batch,
+                          np.where(from_held[:, None], held_xy[a_obj], np.nan), gap,
+                          np.union1d(now, prev))
+    keys, phase, kind = _event_keys(now, prev, expiring, crossed, fences, m)
     r, f = keys // nf, keys % nf
     expired = phase == 0
     at = acc[r]
     event_time = np.where(expired, prev_time[r] + (ttl_ms or 0), times[at])
     columns = EventColumns(objects[obj[at]], fences.ids[f], kind,
                            np.where(expired, -1, pids[at]), event_time, expired)
-    # each object's state: its last accepted position's fences and time
-    ends = np.searchsorted(now, np.append(last * nf, (last + 1) * nf)).tolist()
-    in_ids, in_since = fences.ids[now % nf].tolist(), fences.since[now % nf].tolist()
-    for k, (name, t) in enumerate(zip(objects[a_obj[last]].tolist(), a_time[last].tolist(),
-                                      strict=True)):
-        lo, hi = ends[k], ends[len(last) + k]
-        states[name] = ObjectState(t, tuple(in_ids[lo:hi]), tuple(in_since[lo:hi]))
+    _keep_states(states, fences, objects[a_obj[last]], a_time[last], place[acc[last]], now,
+                 last)
     return columns, n - m
 
 
-def _event_keys(now: np.ndarray, prev: np.ndarray, expiring: np.ndarray, fences: Fences,
-                positions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _keep_states(states: dict[str, ObjectState], fences: Fences, names: np.ndarray,
+                 times: np.ndarray, places: np.ndarray, now: np.ndarray, last: np.ndarray
+                 ) -> None:
+    """Each object's new state: the time, place and fences (of the keys ``now``) of its last
+    accepted position (ranks ``last``, one per object of ``names``)."""
+    nf = max(len(fences), 1)
+    ends = np.searchsorted(now, np.append(last * nf, (last + 1) * nf)).tolist()
+    in_ids, in_since = fences.ids[now % nf].tolist(), fences.since[now % nf].tolist()
+    for k, (name, t, at) in enumerate(zip(names.tolist(), times.tolist(), places,
+                                          strict=True)):
+        lo, hi = ends[k], ends[len(last) + k]
+        states[name] = ObjectState(t, tuple(in_ids[lo:hi]), tuple(in_since[lo:hi]),
+                                   *_place(at))
+
+
+def _cross_keys(fences: Fences, place: np.ndarray | None, acc: np.ndarray,
+                in_batch: np.ndarray, held_start: np.ndarray, gap: np.ndarray,
+                in_either: np.ndarray) -> np.ndarray:
+    """The (accepted position * fences + fence) keys of the ``cross`` events of a batch: the
+    track from each accepted position's previous one (the one before it in the batch, or the
+    held place ``held_start``; none across a TTL ``gap``) meets a fence asking for it that
+    neither end is in (``in_either``: the keys of now or previous, sorted)."""
+    if place is None or not fences.cross_askers:
+        return np.empty(0, np.int64)
+    end = place[acc]
+    start = held_start.copy()
+    start[1:][in_batch[1:]] = end[:-1][in_batch[1:]]
+    use = np.flatnonzero(~gap & np.isfinite(start).all(axis=1) & np.isfinite(end).all(axis=1))
+    track, fence = fences.crossings(start[use], end[use])
+    keys = use[track].astype(np.int64) * len(fences) + fence
+    return np.setdiff1d(keys, in_either)
+
+
+def _event_keys(now: np.ndarray, prev: np.ndarray, expiring: np.ndarray, crossed: np.ndarray,
+                fences: Fences, positions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The events of a batch as (position * fences + fence) keys, each with its phase (0:
     an expiry before the position, 1: the position's own) and kind code, in order: by
-    position, phase, then fence. ``now``: the keys of the fences each position is in;
-    ``prev``: of those its previous position was in; ``expiring``: of those an expiry before
-    it forgets (sorted, unique)."""
+    position, phase, then fence (a fence's ``cross`` before its ``outside``). ``now``: the
+    keys of the fences each position is in; ``prev``: of those its previous position was in;
+    ``expiring``: of those an expiry before it forgets; ``crossed``: of its ``cross`` events
+    (sorted, unique)."""
     nf, asks = len(fences), fences.asking
     parts = []
 
@@ -515,6 +687,7 @@ def _event_keys(now: np.ndarray, prev: np.ndarray, expiring: np.ndarray, fences:
     add(np.setdiff1d(prev, now, assume_unique=True), EXIT)
     add(np.intersect1d(now, prev, assume_unique=True), INSIDE)
     add(expiring, EXIT, phase=0)
+    add(crossed, CROSS)  # before outside: the sort below keeps this order within a key
     outside = np.flatnonzero(asks[OUTSIDE])
     if len(outside):
         every = (np.arange(positions)[:, None] * nf + outside[None, :]).ravel()

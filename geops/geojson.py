@@ -4,7 +4,7 @@ Input rules (shared by `geops publish`, `geops subscribe` and `geops match`): ev
 an integer ``properties.id`` and a usable geometry (present, non-empty, finite, valid);
 subscriptions also need ``properties.relation`` (case-insensitive relation name) and may carry
 ``properties.detect`` (the geofence events they report: a list, or a comma-separated string,
-of enter, exit, inside, outside, case-insensitive) and ``properties.distance_m`` (a fence of
+of enter, exit, inside, outside, cross, case-insensitive) and ``properties.distance_m`` (a fence of
 that many metres around the geometry; only with ``detect``); publications may carry
 ``properties.event_time`` (epoch milliseconds) and an object id (``properties.object_id`` or
 the property named by ``--object-id-field``: a non-empty string or an integer). A feature that
@@ -125,7 +125,7 @@ def _detect(props: dict[str, Any]) -> int:
         return DetectKind.parse(value)
     except ValueError:
         raise ValueError(f"properties.detect must be a list or a comma-separated string of "
-                         f"enter, exit, inside, outside, got {value!r}") from None
+                         f"{DetectKind.choices()}, got {value!r}") from None
 
 
 def _distance(props: dict[str, Any]) -> float:

@@ -47,6 +47,7 @@ class DetectKind(IntFlag):
     EXIT = 2
     INSIDE = 4
     OUTSIDE = 8
+    CROSS = 16
 
     @classmethod
     def parse(cls, value: object) -> int:
@@ -63,10 +64,14 @@ class DetectKind(IntFlag):
         for name in names:
             kind = cls.__members__.get(name.strip().upper()) if isinstance(name, str) else None
             if kind is None:
-                raise ValueError(f"unknown kind {name!r}; expected any of "
-                                 f"{', '.join(k.lower() for k in cls.__members__)}")
+                raise ValueError(f"unknown kind {name!r}; expected any of {cls.choices()}")
             mask |= int(kind)
         return mask
+
+    @classmethod
+    def choices(cls) -> str:
+        """The kind names as a user writes them, for messages and help texts."""
+        return ", ".join(k.lower() for k in cls.__members__)
 
     @classmethod
     def names(cls, mask: int) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 from schemas.codec import codec
 from schemas.match_encoder import _place, _varints
 
-KINDS = ("ENTER", "EXIT", "INSIDE", "OUTSIDE")  # the DetectKind enum's symbols, in order
+KINDS = ("ENTER", "EXIT", "INSIDE", "OUTSIDE", "CROSS")  # the DetectKind enum's symbols, in order
 
 
 @dataclass

@@ -77,6 +77,12 @@ def _headers(name: str) -> tuple[tuple[bytes, int, tuple[str, ...]], ...]:
     return tuple(out)
 
 
+def _kind_symbols(versions: tuple[tuple[bytes, int, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    """The detect kinds' symbols of the newest fence version: a version only adds symbols
+    (the history's compatibility test), so symbol i is bit i in every version."""
+    return next((s[3] for _, k, s in reversed(versions) if k == _FENCE), ())
+
+
 @dataclass(frozen=True)
 class DecodedPublications:
     """The decoded fields of the records that decoded, and why the others did not."""
@@ -225,7 +231,7 @@ def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
     wkb_end = wkb_start + np.where(ok, wkb_len, 0)
     third, pos, ok = _varints(buf, wkb_end, end, ok)
     symbols = next((s[2] for _, _, s in versions if s[2]), ())
-    kind_symbols = next((s[3] for _, k, s in versions if k == _FENCE), ())
+    kind_symbols = _kind_symbols(versions)
     if symbols:
         ok &= (third >= 0) & (third < len(symbols))  # an unknown symbol: the codec names it
 
@@ -302,7 +308,7 @@ def _each(name: str, values: Sequence[bytes | None]) -> _Decoded:
     fields = 0 if name == "Publication" else n
     versions = _headers(name)
     symbols = next((s[2] for _, _, s in versions if s[2]), ())
-    kind_symbols = next((s[3] for _, k, s in versions if k == _FENCE), ())
+    kind_symbols = _kind_symbols(versions)
     d = _Decoded(np.zeros(n, bool), np.zeros(n, np.int64), np.empty(n, dtype=object),
                  np.zeros(n, np.int64), [], np.full(n, None, dtype=object),
                  np.zeros(fields, np.uint8), np.full(fields, np.nan), np.zeros(fields, bool))

@@ -217,7 +217,8 @@ class BatchRunner:
         t1 = time.perf_counter()
         result = self.side.live.apply(change.upserts, change.deletes)
         if self.side.fences is not None:
-            self.side.fences.apply(change.upserts.ids, change.detect, change.deletes)
+            self.side.fences.apply(change.upserts.ids, change.detect, change.deletes,
+                                   change.upserts.geoms)
         self.shipped.publish(self.side.live.seq, result)
         self.disjoint = self.side.live.disjoint_ids()
         t2 = time.perf_counter()

@@ -135,8 +135,11 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     objects = pubs.object_ids[idx]
     moving = np.flatnonzero(objects != None)  # noqa: E711 - elementwise, on an object array
     if len(moving):
+        from geops.events import position_points  # pyproj: only where objects move
+
         at = idx[moving]
-        yield 0, Positions(keys[at], ids[at], objects[moving], times[at])
+        yield 0, Positions(keys[at], ids[at], objects[moving], times[at],
+                           position_points(geoms[at]))
     key_arr = keys[idx]
     id_arr = ids[idx]
     time_arr = times[idx]

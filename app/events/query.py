@@ -4,10 +4,10 @@ A second streaming query of the app reads the ``ObjectPositions`` records its ma
 query writes (``app.events.positions``; read committed, so under exactly-once only batches whose
 transaction committed), groups them by bucket of objects and runs each bucket through
 ``geops.events`` in Spark's stateful operator ``applyInPandasWithState``: the bucket's state
-(its fences' detect kinds and each of its objects' last event time and fences) is in Spark's
-state store (RocksDB), checkpointed with the query under ``<checkpoint>/events``. A bucket
-rather than an object is the key because the state store costs about a millisecond per key
-and batch (``docs/results/events/state``).
+(its fences' detect kinds, the shapes of those that ask for cross, and each of its objects'
+last event time, place and fences) is in Spark's state store (RocksDB), checkpointed with the
+query under ``<checkpoint>/events``. A bucket rather than an object is the key because the
+state store costs about a millisecond per key and batch (``docs/results/events/state``).
 
 The events go to the events topic as ``GeofenceEvent`` records keyed by object id, through
 the app's delivery mode (``app.batch.output``): under exactly-once each batch's events are
@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import shapely
 
 from geops.events import (
     EXPIRED,
@@ -68,6 +69,9 @@ class Held:
         self.objects = dict(objects or {})
         self.dropped = dropped  # positions older than their object's last, since it began
         self.clock = clock  # the latest event time the stream has seen (ObjectPositions)
+        # the shapes of the fences that ask for cross (a geometry, or its WKB as the
+        # ObjectPositions records bring it): without them no track is tested
+        self.shapes: dict[int, Any] = {}
         self._table: Fences | None = None
 
     @property
@@ -86,13 +90,18 @@ class Held:
                      if top <= np.iinfo(t).max)
         return {"first": int(table.ids[0]) if len(table.ids) else 0,
                 "gaps": gaps.astype(small), "detect": table.detect,
-                "objects": {name: tuple(st) for name, st in self.objects.items()},
-                "dropped": self.dropped, "clock": self.clock}
+                # a state without a place (the stream knows none) as three fields
+                "objects": {name: tuple(st[:3]) if st[3:4] in ((), (None,)) else tuple(st)
+                            for name, st in self.objects.items()},
+                "dropped": self.dropped, "clock": self.clock,
+                **({"shapes": {i: g if isinstance(g, bytes) else shapely.to_wkb(g)
+                               for i, g in self.shapes.items()}} if self.shapes else {})}
 
     def __setstate__(self, state: dict) -> None:
         # the objects' states stay plain tuples: ``run_batch`` reads them by index, and
         # making each an ObjectState would cost most of the load
         self.__init__(objects=state["objects"], dropped=state["dropped"], clock=state["clock"])
+        self.shapes = dict(state.get("shapes", {}))
         if "table" in state:  # as the state was pickled before it was compacted
             ids, detect = state["table"]
         else:
@@ -100,13 +109,23 @@ class Held:
             ids = ids[:len(state["detect"])]
             detect = state["detect"]
         self._fences = None
-        self._table = Fences(ids, np.full(len(ids), None, object), detect)
+        self._table = Fences(ids, self._shapes_of(ids), detect)
 
-    def change_fences(self, complete: bool, ids: list[int], masks: list[int]) -> None:
-        """Apply a record's fence change; a removed fence is forgotten by every object (added
-        again, it starts fresh)."""
+    def change_fences(self, complete: bool, ids: list[int], masks: list[int],
+                      shapes: list[bytes] | None = None) -> None:
+        """Apply a record's fence change (``shapes``, row for row with ``ids``: the WKB of
+        a fence that asks for cross, else empty); a removed fence is forgotten by every object
+        (added again, it starts fresh)."""
         if not complete and not ids:
             return
+        if complete:
+            self.shapes = {}
+        for k, i in enumerate(ids):
+            shape = shapes[k] if shapes else None
+            if shape is not None and (not isinstance(shape, bytes) or shape):
+                self.shapes[i] = shape
+            else:
+                self.shapes.pop(i, None)
         before = set(self.fences)
         if complete:
             self._fences = {i: m for i, m in zip(ids, masks, strict=True) if m}
@@ -119,20 +138,35 @@ class Held:
         self._table = None
         removed = before - set(self.fences)
         if removed:
-            for name, (last, fence_ids, since) in list(self.objects.items()):
+            for name, (last, fence_ids, since, *place) in list(self.objects.items()):
                 if removed.intersection(fence_ids):
                     keep = [k for k, i in enumerate(fence_ids) if i not in removed]
                     self.objects[name] = ObjectState(last, tuple(fence_ids[k] for k in keep),
-                                                     tuple(since[k] for k in keep))
+                                                     tuple(since[k] for k in keep), *place)
 
     def table(self) -> Fences:
-        """The fences as ``geops.events`` takes them (no shapes: the hits come with the
-        positions)."""
+        """The fences as ``geops.events`` takes them (the hits come with the positions: no
+        shapes but those of ``shapes``, for the tracks)."""
         if self._table is None:
             ids = np.array(sorted(self.fences), np.int64)
-            self._table = Fences(ids, np.full(len(ids), None, object),
+            self._table = Fences(ids, self._shapes_of(ids),
                                  np.array([self.fences[i] for i in ids.tolist()], np.uint8))
         return self._table
+
+    def _shapes_of(self, ids: np.ndarray) -> np.ndarray:
+        """The geometry of each of ``ids`` (sorted) that asks for cross, None for the others:
+        a pass over the few shapes, not over every fence."""
+        shapes = np.full(len(ids), None, object)
+        if self.shapes and len(ids):
+            held = np.fromiter(self.shapes, np.int64, len(self.shapes))
+            at = np.minimum(np.searchsorted(ids, held), len(ids) - 1)
+            there = ids[at] == held
+            values = np.empty(len(held), object)
+            values[:] = list(self.shapes.values())
+            wkb = np.flatnonzero([isinstance(g, bytes) for g in values.tolist()])
+            values[wkb] = shapely.from_wkb(values[wkb])
+            shapes[at[there]] = values[there]
+        return shapes
 
 
 def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
@@ -143,7 +177,8 @@ def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
     updated."""
     parts: list[tuple[EventColumns, dict]] = []
     for rec in sorted(records, key=lambda r: r["batch_id"]):
-        held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"])
+        held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"],
+                           rec.get("fence_shapes"))
         parts.append((_positions(held, rec, ttl_ms), rec))
         parts.append((_expire(held, rec, ttl_ms), rec))
     cols = EventColumns.concat([c for c, _ in parts])
@@ -159,7 +194,8 @@ def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
 
 
 def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
-    """The events of a record's positions (``geops.events.run_batch``)."""
+    """The events of a record's positions (``geops.events.run_batch``; their places, for
+    ``cross``, where the record has them)."""
     n = len(rec["publication_ids"])
     if not n:
         return EventColumns.of(())
@@ -179,8 +215,12 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     rank[order] = np.arange(n)
     hit_pos, hit_fence = rank[owner[known]], at[known]
     by = np.lexsort((hit_fence, hit_pos))
+    places = rec.get("points")
+    if places is None and rec.get("places"):  # an ObjectPositions record from version 4 on
+        places = np.frombuffer(rec["places"], "<f8").reshape(-1, 2)
     events, dropped = run_batch(held.objects, fences, ttl_ms, names[order], pids[order],
-                                times[order], (hit_pos[by], hit_fence[by]))
+                                times[order], (hit_pos[by], hit_fence[by]),
+                                None if places is None else np.asarray(places)[order])
     held.dropped += dropped
     return events
 

@@ -6,7 +6,8 @@ event time and the fences it is in) and the fences' detect kinds. A position's f
 detecting subscriptions among its matches (a fence is matched by its shape, relation
 intersects), as in the micro-batch path's events query, and the events follow by the same rules
 and code (``app.events.query.bucket_events`` over ``geops.events``): enter, exit, inside,
-outside, positions out of order dropped, fences that change forgotten by the objects that were
+outside, cross (the task holds every fence's shape, so it tests the tracks against those that
+ask for it), positions out of order dropped, fences that change forgotten by the objects that were
 in them, objects unseen for the TTL expired once the task's clock (the latest event time of its
 positions) passes it. The state lives in the task: a restarted task begins without it (the
 objects' next positions start them afresh).
@@ -19,34 +20,47 @@ from collections.abc import Mapping
 import numpy as np
 
 from app.events.query import Held, bucket_events
+from geops.events import position_points
+from geops.model import DetectKind
 from schemas.event_encoder import encode_events, pack_strings
 
 
 class TaskEvents:
     """The events of the positions one task answers."""
 
-    def __init__(self, fences: Mapping[int, int], ttl_ms: int | None, batch_id: int):
+    def __init__(self, fences: Mapping[int, int], ttl_ms: int | None, batch_id: int,
+                 shapes: Mapping[int, object] | None = None):
         self.held = Held({i: m for i, m in fences.items() if m})
+        # the shapes of the fences that ask for cross
+        self.held.shapes = {i: g for i, g in (shapes or {}).items()
+                            if fences.get(i, 0) & DetectKind.CROSS}
         self.ttl_ms = ttl_ms
         self.batch_id = batch_id
         self.clock = 0
 
-    def change(self, ids: np.ndarray, masks: np.ndarray) -> None:
-        """Subscriptions changed: each id's detect mask now (0: no fence, or deleted)."""
-        self.held.change_fences(False, ids.tolist(), masks.tolist())
+    def change(self, ids: np.ndarray, masks: np.ndarray, shapes: np.ndarray | None = None
+               ) -> None:
+        """Subscriptions changed: each id's detect mask now (0: no fence, or deleted), and
+        its shape (None where deleted)."""
+        cross = [shapes[k] if shapes is not None and m & DetectKind.CROSS else None
+                 for k, m in enumerate(masks.tolist())]
+        self.held.change_fences(False, ids.tolist(), masks.tolist(), cross)
 
     def events(self, object_ids: np.ndarray, publication_ids: np.ndarray,
                event_times: np.ndarray, hit_counts: np.ndarray, hit_ids: np.ndarray,
-               match_ms: int) -> tuple[list[bytes], list[bytes]]:
+               match_ms: int, geoms: np.ndarray | None = None
+               ) -> tuple[list[bytes], list[bytes]]:
         """The GeofenceEvent records (keys, values) of one poll's positions; ``hit_ids``: the
-        subscriptions each position matched, ``hit_counts`` of them each, in order."""
+        subscriptions each position matched, ``hit_counts`` of them each, in order;
+        ``geoms`` the positions' geometries (the tracks' ends, for ``cross``)."""
         if len(event_times):
             self.clock = max(self.clock, int(np.max(event_times)))
         record = {"fences_complete": False, "fence_ids": [], "fence_detect": [],
                   "object_ids": object_ids.tolist(), "publication_ids": publication_ids,
                   "event_times": event_times, "hit_counts": hit_counts, "hit_ids": hit_ids,
                   "hit_width": 0, "clock": self.clock, "match_time": match_ms,
-                  "batch_id": self.batch_id}
+                  "batch_id": self.batch_id,
+                  "points": None if geoms is None else position_points(geoms)}
         cols = bucket_events(self.held, [record], self.ttl_ms)
         if not len(cols["kind"]):
             return [], []

@@ -15,6 +15,7 @@ import numpy as np
 from confluent_kafka import TopicPartition
 
 from app.subscriptions.scan import DeadRecord, read_change
+from geops.model import DetectKind, Subscriptions
 from geops.strategies import BatchMatches, LocalRunner, build_strategy
 from kafkaio.clients import consumer
 from kafkaio.offsets import EndOffsets, read_between
@@ -42,15 +43,18 @@ class WholeStatic:
         # the detecting subscriptions (fences): id -> DetectKind mask
         self.fences = {i: m for i, m in zip(found.envelopes.ids.tolist(),
                                             found.detect.tolist(), strict=True) if m}
+        # the shapes of the fences that ask for cross (their tracks are tested in the task)
+        self.cross_shapes = _cross_shapes(found.envelopes.ids, found.detect, subs)
         self.dead: list[DeadRecord] = list(found.dead)
         self.runner = LocalRunner(build_strategy(STRATEGY, subs, PARTITIONS))
         self._follow = consumer(conf)
         self._follow.assign([TopicPartition(topic, p, end) for p, end in sorted(ends.items())])
 
-    def refresh(self) -> tuple[np.ndarray, np.ndarray] | None:
+    def refresh(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """Apply the subscription records that arrived since the last call. Returns the ids
-        they changed with each one's detect mask now (0: no fence, or deleted), or None when
-        none arrived. Records that cannot be used are added to ``dead``."""
+        they changed with each one's detect mask now (0: no fence, or deleted) and shape
+        (None where deleted), or None when none arrived. Records that cannot be used are
+        added to ``dead``."""
         msgs = [m for m in self._follow.consume(REFRESH_RECORDS, timeout=0)
                 if m.error() is None]
         if not msgs:
@@ -58,8 +62,13 @@ class WholeStatic:
         found, upserts = read_change(msgs)
         self.dead.extend(found.dead)
         self.runner.apply(upserts, found.deleted)
+        shapes = np.full(len(found.envelopes.ids) + len(found.deleted), None, object)
+        if len(upserts):
+            at = np.minimum(np.searchsorted(upserts.ids, found.envelopes.ids), len(upserts) - 1)
+            same = upserts.ids[at] == found.envelopes.ids
+            shapes[np.flatnonzero(same)] = upserts.geoms[at[same]]
         return (np.concatenate([found.envelopes.ids, found.deleted]),
-                np.concatenate([found.detect, np.zeros(len(found.deleted), np.uint8)]))
+                np.concatenate([found.detect, np.zeros(len(found.deleted), np.uint8)]), shapes)
 
     def match(self, geoms: np.ndarray) -> BatchMatches:
         """The matches of ``geoms``, keyed by their position."""
@@ -72,3 +81,15 @@ class WholeStatic:
 
     def close(self) -> None:
         self._follow.close()
+
+
+def _cross_shapes(ids: np.ndarray, detect: np.ndarray, subs: Subscriptions) -> dict[int, object]:
+    """Id -> shape of the fences (``ids`` with their ``detect`` masks) that ask for cross,
+    from the live subscriptions ``subs`` (sorted by id; a distance fence's shape is its
+    fence)."""
+    asks = np.asarray(ids, np.int64)[(np.asarray(detect) & int(DetectKind.CROSS)) > 0]
+    if not len(asks) or not len(subs):
+        return {}
+    at = np.minimum(np.searchsorted(subs.ids, asks), len(subs) - 1)
+    found = subs.ids[at] == asks
+    return dict(zip(asks[found].tolist(), subs.geoms[at[found]], strict=True))

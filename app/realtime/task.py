@@ -80,7 +80,8 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
              index, ctx.workers, static.subscriptions, owned)
     period = Period()
     codec_ = codec()
-    events = (TaskEvents(static.fences, ctx.object_ttl_ms, NO_BATCH) if ctx.events else None)
+    events = (TaskEvents(static.fences, ctx.object_ttl_ms, NO_BATCH, static.cross_shapes)
+              if ctx.events else None)
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
@@ -176,7 +177,7 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         counts, hit_ids = hits_of(found, moving)
         keys, records = events.events(objects[moving], pubs.ids[good][moving],
                                       pubs.event_times[good][moving], counts, hit_ids,
-                                      match_ms)
+                                      match_ms, geoms[good][moving])
         if records:
             out.send_many(ctx.events, records, keys)
     if dead:

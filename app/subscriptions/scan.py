@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from geops.model import Envelopes, Relation, Subscriptions, geometries_from_wkb
+from geops.model import DetectKind, Envelopes, Relation, Subscriptions, geometries_from_wkb
 from geops.strategies import payload
 
 # Records read by one task; a topic partition longer than this is read by several tasks.
@@ -265,6 +265,26 @@ class Scan:
     def payloads(self) -> Any:
         """RDD of (slice index, payload of the slice's live subscriptions)."""
         return self.rdd.map(lambda s: (s[0], s[2]))
+
+    def cross_shapes(self) -> dict[int, bytes]:
+        """Id -> WKB of the shape (its distance fence, or its geometry) of every live fence
+        that asks for cross, from the cached slices (a Spark job, only when there is one):
+        the events query tests the objects' tracks against them."""
+        found = self.set
+        if len(found.detect) != len(found.envelopes.ids):
+            return {}
+        asks = found.envelopes.ids[(found.detect & int(DetectKind.CROSS)) > 0]
+        if not len(asks):
+            return {}
+        stale = found.stale
+
+        def pick(slices: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+            for subs in pieces_of(slices, stale):
+                keep = np.isin(subs.ids, asks)
+                yield from zip(subs.ids[keep].tolist(),
+                               shapely.to_wkb(subs.geoms[keep]).tolist(), strict=True)
+
+        return dict(self.payloads().mapPartitions(pick).collect())
 
     def release(self) -> None:
         """Drop the cached slices (once the static side they were built into is cached)."""

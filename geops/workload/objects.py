@@ -8,8 +8,10 @@ that. A step that would leave the world's extent turns the object around instead
 are measured on the ellipsoid (``Geod.fwd``), all objects in one call per step.
 
 ``fences``: a share ``FENCE_SHARE`` of the subscriptions detect: mostly enter and exit, some
-only one of them, some inside too (``DETECT_MIX``); ``outside`` is left out, since it reports
-every position outside a fence and would drown the other events. A third of the fences are
+only one of them, some inside too (``DETECT_MIX``), and one in ``CROSS_EVERY`` cross too;
+``outside`` is left out, since it reports every position outside a fence and would drown the
+other events. Cross stays a small share because the events query keeps the shape of every
+fence that asks for it in each bucket's state. A third of the fences are
 points with a distance (a depot: 100 m to 2 km around a point of the polygon), a sixth
 polygons with a distance (50 to 500 m around it), the rest the polygons themselves; a
 distance fence ``geops.fences`` would refuse keeps its plain polygon instead.
@@ -29,6 +31,7 @@ FENCE_SHARE = 0.2
 _E, _X, _I = int(DetectKind.ENTER), int(DetectKind.EXIT), int(DetectKind.INSIDE)
 DETECT_MIX: tuple[tuple[int, float], ...] = ((_E | _X, 0.6), (_E, 0.15), (_X, 0.1),
                                              (_E | _X | _I, 0.15))
+CROSS_EVERY = 50
 POINT_FENCE_M = (100.0, 2_000.0)
 POLYGON_FENCE_M = (50.0, 500.0)
 
@@ -74,6 +77,7 @@ def fences(rng: np.random.Generator, geoms: np.ndarray
     rows = rng.permutation(n)[:round(FENCE_SHARE * n)]
     masks, weights = zip(*DETECT_MIX, strict=True)
     detect[rows] = rng.choice(np.array(masks, np.uint8), len(rows), p=np.array(weights))
+    detect[rows[::CROSS_EVERY]] |= int(DetectKind.CROSS)  # a random 50th: rows are shuffled
     points, polygons = rows[: len(rows) // 3], rows[len(rows) // 3: len(rows) // 2]
     original = geoms[points]
     geoms[points] = shapely.point_on_surface(original)

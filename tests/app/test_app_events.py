@@ -53,16 +53,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FIELDS = ("object_id", "subscription_id", "kind", "publication_id", "event_time", "reason")
 
 
-ENTER, EXIT, INSIDE = 1, 2, 4  # bits of the detect mask (DetectKind's order)
+ENTER, EXIT, INSIDE, CROSS = 1, 2, 4, 16  # bits of the detect mask (DetectKind's order)
 FILLER_ID = 9_000_000          # anonymous publications that carry a batch: ids from here
 LATE_ID = 9_500_000            # the position older than its object's last
 
 
 @pytest.fixture(scope="module")
 def moving():
-    """80 objects, 2,400 positions, 500 subscriptions (a fifth fences)."""
-    return generate_workload(seed=7, objects=80, subscriptions=500, publications=2_400,
-                             interval_ms=1_000)
+    """80 objects, 2,400 positions, 500 subscriptions (a fifth fences, every one asking for
+    cross too: the tracks that pass through a fence between two positions are few)."""
+    w = generate_workload(seed=7, objects=80, subscriptions=500, publications=2_400,
+                          interval_ms=1_000)
+    w.detect = np.where(w.detect > 0, w.detect | CROSS, 0).astype(np.uint8)
+    return w
 
 
 def test_the_oracle_engine_is_geops_match_events(moving, tmp_path):
@@ -207,7 +210,7 @@ def test_events_equal_the_oracle_exactly_once_across_a_kill_a_rebalance_and_chan
     churn = Churn(w, 2 * n // 3)
     oracle, dropped = churn.oracle()
     kinds = {e[2] for v in oracle.values() for e in v}
-    assert sum(len(v) for v in oracle.values()) > 100 and {"enter", "exit"} <= kinds
+    assert sum(len(v) for v in oracle.values()) > 100 and {"enter", "exit", "cross"} <= kinds
     assert dropped == 1
     new_fences = set(churn.after[0].ids.tolist()) - set(w.subscriptions.ids.tolist())
     assert {e[1] for v in oracle.values() for e in v} & new_fences  # the new fences matter

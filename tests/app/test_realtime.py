@@ -17,7 +17,7 @@ import shapely
 from app.faults import FAIL_TASK_VAR
 from config.exitcodes import EXIT_USAGE
 from geops.events import EventEngine
-from geops.model import Publications, Relation, Subscriptions
+from geops.model import DetectKind, Publications, Relation, Subscriptions
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender, produce_records, record_key
@@ -187,15 +187,17 @@ def test_real_time_refuses_without_a_slot_per_worker_or_room_for_static(broker, 
 
 def test_real_time_geofence_events_equal_the_oracle_live(broker, tmp_path, monkeypatch):
     """Positions of 80 objects written at 1,000/s while the app runs: the events topic holds
-    exactly the events of ``geops match --events``' engine (the TTL a day: none expires)."""
+    exactly the events of ``geops match --events``' engine (the TTL a day: none expires),
+    every fence asking for cross too."""
     env, cfg = live_env(broker, tmp_path, "rt-events-", monkeypatch)
     w = generate_workload(seed=7, objects=80, subscriptions=500, publications=2_400,
                           interval_ms=1_000)
+    detect = np.where(w.detect > 0, w.detect | int(DetectKind.CROSS), 0).astype(np.uint8)
     create_topics(cfg)
     produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",
-                    subscription_records(w.subscriptions, w.detect, np.round(w.distance_m, 1)))
+                    subscription_records(w.subscriptions, detect, np.round(w.distance_m, 1)))
     engine = EventEngine(86_400_000)
-    assert not any(engine.set_fences(w.subscriptions.ids, w.subscriptions.geoms, w.detect,
+    assert not any(engine.set_fences(w.subscriptions.ids, w.subscriptions.geoms, detect,
                                      np.round(w.distance_m, 1)))
     pubs = w.publications
     want = sorted((e.object_id, e.subscription_id, e.kind, e.publication_id, e.event_time)
@@ -222,6 +224,7 @@ def test_real_time_geofence_events_equal_the_oracle_live(broker, tmp_path, monke
         wait_for("the events of every position", lambda: len(events()) >= len(want), 120,
                  [app])
         assert events() == want and len(want) > 100
+        assert sum(e[2] == "cross" for e in want) >= 2
         assert app.stop() == 0, app.logs()[-3000:]
     finally:
         procs.reap()

@@ -18,7 +18,8 @@ import shapely
 from app.events.positions import BUCKETS, FenceTable, bucket_key, bucket_records, position_hits
 from app.events.query import EVENT_COLUMNS, Held, bucket_events
 from app.records import Positions
-from geops.events import EventEngine, Fences, ObjectState
+from geops.events import CROSS, EventEngine, Fences, ObjectState, position_points
+from geops.model import DetectKind
 from schemas import codec
 from schemas.event_encoder import KINDS
 from schemas.int_pack import IntFrame
@@ -57,15 +58,25 @@ def _as_v2(rec: dict) -> bytes:
     return written_by("ObjectPositions", 2, old)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_stream_gives_the_offline_engines_events(seed):
+def _cross_wkb(ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray) -> dict[int, bytes]:
+    """The shapes the matching query's driver holds: of the fences that ask for cross."""
+    asks = (detect & int(DetectKind.CROSS)) > 0
+    return dict(zip(ids[asks].tolist(), shapely.to_wkb(geoms[asks]).tolist(), strict=True))
+
+
+@pytest.mark.parametrize("seed,cross", [(1, False), (2, False), (3, False), (1, True),
+                                        (4, True)])
+def test_the_stream_gives_the_offline_engines_events(seed, cross):
+    """With ``cross`` fences ask for it too, the positions carry their places and the
+    records the fences' shapes (as version 4 on writes them; before, the first half of the
+    batches as version 2 wrote them), and a fence moves at each change."""
     rng = np.random.default_rng(seed)
     c = codec()
     ids = np.arange(40, dtype=np.int64)
     geoms = _boxes(rng, len(ids))
-    detect = rng.integers(0, 16, len(ids)).astype(np.uint8)
+    detect = rng.integers(0, 32 if cross else 16, len(ids)).astype(np.uint8)
     detect[:5] = 0  # plain subscriptions, matched but no fences
-    table = FenceTable(ids, detect)
+    table = FenceTable(ids, detect, _cross_wkb(ids, geoms, detect) if cross else None)
     engine = EventEngine(ttl_ms=5_000)
     engine.set_fences(ids, geoms, detect)
     held: dict[int, Held] = defaultdict(Held)
@@ -88,7 +99,10 @@ def test_the_stream_gives_the_offline_engines_events(seed):
                 detect = np.append(detect, np.uint8(15))
                 order = np.argsort(ids)
                 ids, geoms, detect = ids[order], geoms[order], detect[order]
-            table.apply(ids, detect, deletes)
+            if cross:  # a fence that asks for cross moves
+                geoms = geoms.copy()
+                geoms[int(np.flatnonzero(detect & int(DetectKind.CROSS))[0])] = _boxes(rng, 1)[0]
+            table.apply(ids, detect, deletes, geoms if cross else None)
             engine.set_fences(ids, geoms, detect)
         n = 60
         names = np.array(rng.choice(objects, n), object)
@@ -101,15 +115,19 @@ def test_the_stream_gives_the_offline_engines_events(seed):
         for e in engine.process(names, pids, times, points) + engine.expire(clock):
             expected[e.object_id].append(e[:6])
         mk, offsets, sub_ids = _matched(keys, points, ids, geoms)
-        hits = position_hits([Positions(keys[:25], pids[:25], names[:25], times[:25]),
-                              Positions(keys[25:], pids[25:], names[25:], times[25:])],
+        places = position_points(points)
+        hits = position_hits([Positions(keys[:25], pids[:25], names[:25], times[:25],
+                                        places[:25] if cross else None),
+                              Positions(keys[25:], pids[25:], names[25:], times[25:],
+                                        places[25:] if cross else None)],
                              mk, offsets, sub_ids, table.ids)
         records = bucket_records("app", batch, 99, hits, table, clock)
         table.written()
         assert all(key == bucket_key("app", rec["bucket"]) for key, rec in records)
         by_bucket = defaultdict(list)
         for _, rec in records:  # the first half as an app before version 3 wrote them
-            value = _as_v2(rec) if batch < 6 else c.encode("ObjectPositions", rec)
+            value = (_as_v2(rec) if batch < 6 and not cross else
+                     c.encode("ObjectPositions", rec))
             by_bucket[rec["bucket"]].append(c.decode_as("ObjectPositions", value))
         for b, recs in by_bucket.items():
             held[b] = pickle.loads(pickle.dumps(held[b]))  # as the state store keeps it
@@ -121,6 +139,7 @@ def test_the_stream_gives_the_offline_engines_events(seed):
     assert any(e[5] == "expired" for v in expected.values() for e in v)
     assert dict(got) == dict(expected)
     assert sum(h.dropped for h in held.values()) == engine.dropped > 0
+    assert any(e[2] == CROSS for v in expected.values() for e in v) == cross
 
 
 def test_a_batch_after_a_restart_carries_every_fence_and_forgets_the_removed():
@@ -140,14 +159,34 @@ def test_a_batch_after_a_restart_carries_every_fence_and_forgets_the_removed():
 
 def test_fence_table_reports_only_what_changed():
     table = FenceTable(np.array([1, 2, 3]), np.array([1, 0, 2]))
-    assert table.pending() == (True, [1, 3], [1, 2])
+    assert table.pending() == (True, [1, 3], [1, 2], [])   # no shapes: none asks for cross
     table.written()
-    assert table.pending() == (False, [], [])
+    assert table.pending() == (False, [], [], [])
     table.apply(np.array([2, 3]), np.array([4, 2]), np.array([1, 9]))
-    assert table.pending() == (False, [1, 2], [0, 4])
+    assert table.pending() == (False, [1, 2], [0, 4], [])
     assert table.ids.tolist() == [2, 3]
     table.apply(np.array([2]), np.array([0]), np.array([], np.int64))
-    assert table.pending() == (False, [1, 2], [0, 0])
+    assert table.pending() == (False, [1, 2], [0, 0], [])
+
+
+def test_fence_table_carries_the_shapes_of_fences_that_ask_for_cross():
+    """A fence asking for cross carries its shape (WKB); it changes when its shape does,
+    and one that stops asking for cross, or is removed, carries none."""
+    box, other = shapely.box(0, 0, 1, 1), shapely.box(2, 2, 3, 3)
+    cross = int(DetectKind.CROSS)
+    table = FenceTable(np.array([1, 2]), np.array([cross, 1]), {1: shapely.to_wkb(box)})
+    assert table.pending() == (True, [1, 2], [cross, 1], [shapely.to_wkb(box), b""])
+    table.written()
+    table.apply(np.array([1, 2]), np.array([cross, 1]), np.empty(0, np.int64),
+                np.array([box, other], object))
+    assert table.pending() == (False, [], [], [])          # nothing changed
+    table.apply(np.array([1, 2]), np.array([cross, 1 | cross]), np.empty(0, np.int64),
+                np.array([other, other], object))
+    assert table.pending() == (False, [1, 2], [cross, 1 | cross],
+                               [shapely.to_wkb(other), shapely.to_wkb(other)])
+    table.written()
+    table.apply(np.array([2]), np.array([1]), np.array([1]), np.array([other], object))
+    assert table.pending() == (False, [1, 2], [0, 1], [])  # no fence asks for cross now
 
 
 def test_positions_without_a_match_have_no_fences():
@@ -165,7 +204,11 @@ def test_the_held_state_pickles_compactly_and_reads_the_earlier_form():
     held = Held(fences={7: 3, 9: 1, 1_000_000: 4},
                 objects={"a": ObjectState(5, (7, 9), (0, 0)), "b": ObjectState(6)})
     again = pickle.loads(pickle.dumps(held))
-    assert again.fences == held.fences and again.objects == held.objects
+    # a state without a place (the stream's) is kept as its three fields
+    assert again.fences == held.fences and again.objects == {
+        name: tuple(st[:3]) for name, st in held.objects.items()}
+    placed = Held(objects={"c": ObjectState(5, (7,), (0,), 1.5, 2.5)})
+    assert pickle.loads(pickle.dumps(placed)).objects == placed.objects
     assert again.table().ids.tolist() == [7, 9, 1_000_000]
     state = held.__getstate__()
     assert state["gaps"].dtype == np.uint32 and state["objects"]["a"] == (5, (7, 9), (0, 0))

@@ -31,11 +31,23 @@ def _rid(pipeline: str, mode: str, skew: int, repeat: int) -> str:
 
 def test_every_study_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.studies.__path__)]
-    assert len(names) == 18
+    assert len(names) == 19
     for name in names:
         module = importlib.import_module(f"bench.studies.{name}")
         assert module.__doc__, name
         assert callable(module.main), name
+
+
+def test_cross_cost_runs_both_sides_on_one_workload() -> None:
+    """Both sides run on one workload (the generator's share put back after it), the state
+    with cross holding the shapes of the fences asking for it."""
+    from bench.studies import cross_cost
+    from geops.workload import objects
+
+    p = cross_cost.prepare(200, 10, 400, 2)
+    assert objects.CROSS_EVERY != 2
+    with_cross, without = cross_cost.run(p, True, 100), cross_cost.run(p, False, 100)
+    assert with_cross[2] > without[2] and with_cross[1] >= without[1]
 
 
 def test_ab_decode_compares_the_two_sides(tmp_path: Path) -> None:

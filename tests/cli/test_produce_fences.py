@@ -49,29 +49,30 @@ def test_subscribe_writes_detect_kinds_and_distances(produced, tmp_path, capsys)
     path = _file(tmp_path / "s.geojson", [
         ({"id": 1, "relation": "within"}, POINT),
         ({"id": 2, "relation": "within", "detect": "Enter,exit", "distance_m": 250}, POINT),
-        ({"id": 3, "relation": "within", "detect": ["outside"]}, POINT),
+        ({"id": 3, "relation": "within", "detect": ["outside", "Cross"]}, POINT),
         ({"id": 4, "relation": "within", "detect": "enter", "distance_m": 1e3},
          {"type": "Point", "coordinates": [179.999, 0]}),          # across the antimeridian
         ({"id": 5, "relation": "within", "detect": "nearby"}, POINT),
     ])
     assert main(["subscribe", "--file", path]) == 3
     got = {k.decode(): (r["detect"], r["distance_m"]) for _, k, r in produced}
-    assert got == {"1": ([], None), "2": (["ENTER", "EXIT"], 250.0), "3": (["OUTSIDE"], None)}
+    assert got == {"1": ([], None), "2": (["ENTER", "EXIT"], 250.0),
+                   "3": (["OUTSIDE", "CROSS"], None)}
     err = capsys.readouterr().err
     assert "rejected feature 3: subscription 4: its distance fence would cross the antimeridian" \
         in err
     assert "rejected feature 4: properties.detect must be a list or a comma-separated string" \
-        in err and "got 'nearby'" in err
+        " of enter, exit, inside, outside, cross, got 'nearby'" in err
 
 
 def test_subscribe_flags_are_defaults_for_the_features_without(produced, tmp_path):
     path = _file(tmp_path / "s.geojson", [
         ({"id": 1, "relation": "within"}, POINT),
         ({"id": 2, "relation": "within", "detect": "inside", "distance_m": 10}, POINT)])
-    assert main(["subscribe", "--file", path, "--detect", "enter,EXIT",
+    assert main(["subscribe", "--file", path, "--detect", "enter,EXIT,cross",
                  "--distance-m", "500"]) == 0
     assert [(r["detect"], r["distance_m"]) for _, _, r in produced] == [
-        (["ENTER", "EXIT"], 500.0), (["INSIDE"], 10.0)]
+        (["ENTER", "EXIT", "CROSS"], 500.0), (["INSIDE"], 10.0)]
 
 
 @pytest.mark.parametrize("flag,value", [("--detect", "enter,sideways"), ("--detect", ","),
@@ -82,6 +83,8 @@ def test_subscribe_refuses_bad_flags(produced, tmp_path, capsys, flag, value):
         main(["subscribe", "--file", path, flag, value])
     err = capsys.readouterr().err
     assert flag in err and value in err and not produced
+    if flag == "--detect":  # the kinds there are, named
+        assert "enter, exit, inside, outside, cross" in err
 
 
 def test_publish_writes_object_ids_and_keys_positions_by_object(produced, tmp_path, capsys):

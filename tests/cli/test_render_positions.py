@@ -1,5 +1,5 @@
-"""`geops tail` lines of the app's ObjectPositions records, of version 3 (fences packed) and of
-version 2 (fences as an array), in text and JSON."""
+"""`geops tail` lines of the app's ObjectPositions records, of version 4 (fences packed, places
+and shapes) and of version 2 (fences as an array), in text and JSON."""
 
 from __future__ import annotations
 
@@ -23,13 +23,16 @@ def test_a_record_with_packed_fences() -> None:
     frame = IntFrame.of(FENCES)
     rec = codec().decode_as("ObjectPositions", codec().encode("ObjectPositions", {
         **RECORD, "hit_ids": [], "hit_fences": frame.pack(FENCES), "hit_base": frame.base,
-        "hit_width": frame.width}))
+        "hit_width": frame.width, "places": np.array([[1.5, 2.5], [3.0, 4.0]]).tobytes(),
+        "fence_shapes": [b"\x01"]}))
     assert to_text("ObjectPositions", rec) == (
         "positions of app a batch 3 bucket 5: 2 positions, 3 in fences; fences 0")
     out = to_json("ObjectPositions", rec)
     assert out["hit_width"] == 4 and out["hit_base"] == 40
     assert IntFrame(40, 4).unpack(base64.b64decode(out["hit_fences"])).tolist() == [40, 70_000,
                                                                                    41]
+    assert np.frombuffer(base64.b64decode(out["places"])).tolist() == [1.5, 2.5, 3.0, 4.0]
+    assert [base64.b64decode(s) for s in out["fence_shapes"]] == [b"\x01"]
 
 
 def test_a_record_of_version_2() -> None:

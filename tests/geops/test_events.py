@@ -8,6 +8,7 @@ import pytest
 import shapely
 
 from geops.events import (
+    CROSS,
     ENTER,
     EXIT,
     EXPIRED,
@@ -19,14 +20,16 @@ from geops.events import (
     ObjectState,
     build_fences,
     expire_state,
+    position_points,
     run_batch,
     run_objects,
     step,
 )
-from geops.fences import GEOD
+from geops.fences import GEOD, SEGMENT_M
 from geops.model import DetectKind
 
 ALL = int(DetectKind.ENTER | DetectKind.EXIT | DetectKind.INSIDE | DetectKind.OUTSIDE)
+EVERY = ALL | int(DetectKind.CROSS)
 BOX = shapely.box(0, 0, 10, 10)
 P_IN, P_OUT = shapely.Point(5, 5), shapely.Point(20, 20)
 
@@ -58,7 +61,7 @@ def test_enter_inside_exit_outside():
     assert got == [("car", 7, OUTSIDE, 100, 0, None), ("car", 7, ENTER, 101, 1000, None),
                    ("car", 7, INSIDE, 102, 2000, None), ("car", 7, EXIT, 103, 3000, None),
                    ("car", 7, OUTSIDE, 104, 4000, None)]
-    assert e.states == {"car": ObjectState(4000, (), ())}
+    assert e.states == {"car": ObjectState(4000, (), (), 30.0, 30.0)}
 
 
 def test_a_first_position_inside_enters_and_the_relation_is_intersects():
@@ -96,7 +99,7 @@ def test_a_position_older_than_the_last_accepted_is_dropped_never_a_false_exit()
         ("o", 1, INSIDE, 3, 100, None)]            # same time as the last: taken
     assert e.dropped == 1
     assert run(e, [("o", 4, 99, P_OUT)]) == [] and e.dropped == 2
-    assert e.states["o"] == ObjectState(100, (1,), e.states["o"].fence_since)
+    assert e.states["o"] == ObjectState(100, (1,), e.states["o"].fence_since, 5.0, 5.0)
 
 
 def test_objects_are_independent_in_one_batch():
@@ -185,7 +188,7 @@ def test_the_step_function_carries_a_plain_state_between_batches():
     fences, _ = build_fences(np.array([1]), np.array([BOX]), np.array([ALL]))
     state, events, dropped = step(None, "o", np.array([1, 2]), np.array([10, 20]),
                                   np.array([P_OUT, P_IN]), fences)
-    assert state == ObjectState(20, (1,), (0,)) and dropped == 0
+    assert state == ObjectState(20, (1,), (0,), 5.0, 5.0) and dropped == 0
     assert [ev.kind for ev in events] == [OUTSIDE, ENTER]
     state, events, dropped = step(tuple(state), "o", np.array([3, 4]), np.array([5, 30]),
                                   np.array([P_OUT, P_OUT]), fences, ttl_ms=1000)
@@ -214,17 +217,32 @@ def test_fences_refuse_repeated_ids_and_non_detecting_ones():
 # --- the brute-force cross-check -----------------------------------------------------------
 
 KINDS = [(ENTER, DetectKind.ENTER), (EXIT, DetectKind.EXIT), (INSIDE, DetectKind.INSIDE),
-         (OUTSIDE, DetectKind.OUTSIDE)]
+         (OUTSIDE, DetectKind.OUTSIDE), (CROSS, DetectKind.CROSS)]
+
+
+def reference_track(a: shapely.Point, b: shapely.Point) -> shapely.LineString:
+    """The track from ``a`` to ``b`` one at a time, with ``Geod.npts``: the geodesic in
+    pieces of at most ``SEGMENT_M`` when both are lon/lat, else the straight segment."""
+    if not all(abs(p.x) <= 180 and abs(p.y) <= 90 for p in (a, b)):
+        return shapely.LineString([(a.x, a.y), (b.x, b.y)])
+    bx = a.x + (b.x - a.x + 180) % 360 - 180
+    dist = GEOD.inv(a.x, a.y, bx, b.y)[2]
+    pieces = max(1, int(np.ceil(dist / SEGMENT_M)))
+    inner = GEOD.npts(a.x, a.y, bx, b.y, pieces - 1) if pieces > 1 else []
+    inner = [(a.x + (x - a.x + 180) % 360 - 180, y) for x, y in inner]
+    return shapely.LineString([(a.x, a.y), *inner, (bx, b.y)])
 
 
 class Reference:
-    """One position after another and one fence after another, with sets and shapely."""
+    """One position after another and one fence after another, with sets and shapely (a
+    track per position and fence for ``cross``)."""
 
     def __init__(self, ttl_ms: int | None) -> None:
         self.ttl = ttl_ms
         self.fences: dict[int, tuple[shapely.Geometry, int]] = {}
         self.last: dict[str, int] = {}
         self.inside: dict[str, set[int]] = {}
+        self.place: dict[str, shapely.Point] = {}
         self.dropped = 0
 
     def set_fences(self, fences: dict[int, tuple[shapely.Geometry, int]]) -> None:
@@ -239,7 +257,7 @@ class Reference:
     def expire_one(self, obj: str) -> list[tuple]:
         out = [(obj, sid, EXIT, None, self.last[obj] + self.ttl, EXPIRED)
                for sid in sorted(self.inside[obj]) if self._asks(sid, DetectKind.EXIT)]
-        del self.last[obj], self.inside[obj]
+        del self.last[obj], self.inside[obj], self.place[obj]
         return out
 
     def batch(self, positions: list[tuple[str, int, int, shapely.Geometry]]) -> list[tuple]:
@@ -251,6 +269,8 @@ class Reference:
             if obj in self.last and self.ttl is not None and t - self.last[obj] > self.ttl:
                 out += self.expire_one(obj)
             before = self.inside.get(obj, set())
+            start, here = self.place.get(obj), geom.centroid
+            track = None if start is None else reference_track(start, here)
             now = set()
             for sid in sorted(self.fences):
                 fence, _ = self.fences[sid]
@@ -258,11 +278,14 @@ class Reference:
                 is_in = fence.intersects(geom)
                 if is_in:
                     now.add(sid)
+                if (not was and not is_in and track is not None
+                        and self._asks(sid, DetectKind.CROSS) and fence.intersects(track)):
+                    out.append((obj, sid, CROSS, pid, t, None))
                 kind = {(False, True): ENTER, (True, False): EXIT, (True, True): INSIDE,
                         (False, False): OUTSIDE}[(was, is_in)]
                 if self._asks(sid, dict(KINDS)[kind]):
                     out.append((obj, sid, kind, pid, t, None))
-            self.last[obj], self.inside[obj] = t, now
+            self.last[obj], self.inside[obj], self.place[obj] = t, now, here
         return out
 
     def expire(self, watermark: int) -> list[tuple]:
@@ -280,7 +303,7 @@ def _random_fences(rng: np.random.Generator, ids: range) -> dict[int, tuple]:
         w, h = rng.uniform(2, 25, 2)
         shape = (shapely.box(x, y, x + w, y + h) if rng.random() < 0.6 else
                  shapely.Point(x, y).buffer(w / 2, quad_segs=4))
-        out[sid] = (shape, int(rng.integers(0, 16)))   # 0: a plain subscription
+        out[sid] = (shape, int(rng.integers(0, 32)))   # 0: a plain subscription
     return out
 
 
@@ -333,7 +356,7 @@ def test_the_engine_equals_a_brute_force_loop_on_a_random_workload(seed, ttl):
         assert [tuple(ev) for ev in e.expire(end)] == ref.expire(end)
         assert set(e.states) == set(ref.last)
     kinds = {ev[2] for ev in total}
-    assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE}   # the workload exercises every kind
+    assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE, CROSS}  # the workload exercises every kind
     assert e.dropped > 0
 
 
@@ -370,13 +393,17 @@ def test_the_batch_at_once_equals_the_step_per_object(seed, ttl):
         names_a = names_a[order]
         pids_a, times_a = np.array(pids, np.int64)[order], np.array(times, np.int64)[order]
         hits = e.fences.hits(np.array(geoms, object)[order])
-        want, want_dropped = run_objects(by_step, e.fences, ttl, names_a, pids_a, times_a, hits)
-        got, got_dropped = run_batch(at_once, e.fences, ttl, names_a, pids_a, times_a, hits)
+        places = position_points(np.array(geoms, object)[order])
+        want, want_dropped = run_objects(by_step, e.fences, ttl, names_a, pids_a, times_a, hits,
+                                         places)
+        got, got_dropped = run_batch(at_once, e.fences, ttl, names_a, pids_a, times_a, hits,
+                                     places)
         assert got.events() == want and got_dropped == want_dropped
         assert at_once == by_step
         kinds |= {ev.kind for ev in want} | ({EXPIRED} if any(ev.reason for ev in want) else set())
         dropped += want_dropped
-    assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE} | ({EXPIRED} if ttl and ttl < 20 else set())
+    assert kinds == {ENTER, EXIT, INSIDE, OUTSIDE, CROSS} | (
+        {EXPIRED} if ttl and ttl < 20 else set())
     assert dropped > 0
 
 

@@ -94,6 +94,24 @@ def test_events_known_by_hand(tmp_path, capsys):
     assert "3 detecting fences of 4 subscriptions" in err and "1 positions older" in err
 
 
+def test_cross_by_hand(tmp_path):
+    """A track through a fence between two positions out of it crosses it; one from a
+    position in it, a late one, or over a TTL gap does not."""
+    subs = _write(tmp_path / "subs.geojson", [
+        _feature({"id": 5, "relation": "intersects", "detect": "cross,exit"},
+                 _box(9, 9, 9.5, 9.5))])
+    rows = [(1, "car", 1_000, 8, 8), (2, "car", 2_000, 12, 12),      # through: cross
+            (3, "car", 3_000, 9.2, 9.2), (4, "car", 4_000, 8, 8),     # in, out: exit
+            (5, "car", 3_500, 12, 12), (6, "car", 5_000, 8, 12),      # late; misses
+            (7, "car", 200_000, 10.4, 6.6)]  # through, but after the TTL: a first position
+    pubs = _write(tmp_path / "pubs.geojson", _publications(rows))
+    out = tmp_path / "events.jsonl"
+    assert main(["match", "--events", "--subscriptions", subs, "--publications", pubs,
+                 "--out", str(out), "--object-ttl", "1m"]) == 0
+    assert [(e["kind"], e["publication_id"]) for e in map(
+        json.loads, out.read_text().splitlines())] == [("cross", 2), ("exit", 4)]
+
+
 def test_another_object_id_field_and_the_default_ttl(tmp_path):
     subs = _write(tmp_path / "subs.geojson", SUBSCRIPTIONS)
     pubs = [_feature({"id": 1, "event_time": 0, "vehicle": "v"}, _point(1, 1)),
@@ -108,9 +126,9 @@ def test_another_object_id_field_and_the_default_ttl(tmp_path):
 
 @pytest.mark.parametrize("props,reason", [
     ({"detect": "sideways"}, "properties.detect must be a list or a comma-separated string of "
-                             "enter, exit, inside, outside, got 'sideways'"),
+                             "enter, exit, inside, outside, cross, got 'sideways'"),
     ({"detect": 7}, "properties.detect must be a list or a comma-separated string of enter, "
-                    "exit, inside, outside, got 7"),
+                    "exit, inside, outside, cross, got 7"),
     ({"detect": ["enter", None]}, "properties.detect must be"),
     ({"detect": "enter", "distance_m": -5}, "properties.distance_m must be a finite number of "
                                             "metres above zero, got -5"),

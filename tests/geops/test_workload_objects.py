@@ -18,7 +18,7 @@ from geops.fences import GEOD, fence_geometries
 from geops.geojson import read_fence_subscriptions, read_positions
 from geops.model import DetectKind
 from geops.workload import generate_workload
-from geops.workload.objects import DETECT_MIX, FENCE_SHARE, SPEED_M_S
+from geops.workload.objects import CROSS_EVERY, DETECT_MIX, FENCE_SHARE, SPEED_M_S
 from geops.workload.skew import SkewSpec
 
 SIZES = {"subscriptions": 400, "publications": 3_000, "interval_ms": 20}
@@ -55,7 +55,9 @@ def test_a_share_of_the_subscriptions_are_fences_some_by_distance(workload):
     detect, distance = workload.detect, workload.distance_m
     fences = detect != 0
     assert fences.sum() == round(FENCE_SHARE * 400)
-    assert set(detect[fences].tolist()) <= {m for m, _ in DETECT_MIX}
+    cross = int(DetectKind.CROSS)
+    assert set((detect[fences] & ~np.uint8(cross)).tolist()) <= {m for m, _ in DETECT_MIX}
+    assert ((detect & cross) > 0).sum() == -(-fences.sum() // CROSS_EVERY)
     assert not (detect & int(DetectKind.OUTSIDE)).any()
     with_distance = ~np.isnan(distance)
     assert (with_distance <= fences).all() and with_distance.sum() == fences.sum() // 2

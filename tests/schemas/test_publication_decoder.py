@@ -162,7 +162,7 @@ def test_a_string_that_is_not_utf8_fails_as_the_codec_says() -> None:
     assert [i for i, _ in decode_publications([good, bad, good]).errors] == [1]
 
 
-KINDS = ["ENTER", "EXIT", "INSIDE", "OUTSIDE"]
+KINDS = ["ENTER", "EXIT", "INSIDE", "OUTSIDE", "CROSS"]
 SUBSCRIPTION = st.fixed_dictionaries(
     {"id": INT64, "geometry": st.binary(max_size=300),
      "relation": st.sampled_from([r.name for r in Relation])},
