@@ -20,12 +20,11 @@ Pure Python, no I/O; the engine feeds it and asks it at every batch boundary. Th
   (median); below that, a difference is within what repeats of the same run differ by (the
   dead band that also keeps it from chasing its own noise after a move).
 - **Move cost.** ``MoveCosts``: milliseconds per byte moved, a least-squares line through the
-  app's ``MoveReport`` (bytes, duration_ms) and a prior of three pseudo-moves from Fig. 8 of
-  the full matrix (0.34 MB in 179 ms, 3.2 MB in 240 ms, 30.5 MB in 1,026 ms) that weighs as
-  much as one real move. Bytes of a candidate are the known sizes of its moved partitions
-  (``static_bytes``, or the moves that carried them); while no size is known (STAL reports
-  none before its first move) a move is priced at the prior's middle point, the 10,000
-  subscriptions of the project's benchmarks (3.2 MB, ~0.25 s). Plus the index
+  app's ``MoveReport`` (bytes, duration_ms) and a prior of three pseudo-moves from Fig. 8 of the
+  full matrix (``PRIOR_MOVES``) that weighs as much as one real move. Bytes of a candidate are
+  the known sizes of its moved partitions (``static_bytes``, or the moves that carried them);
+  while no size is known (STAL reports none before its first move) a move is priced at the
+  prior's middle point, the 10,000 subscriptions of the project's benchmarks. Plus the index
   builds the moved partitions need on their new workers (STAL; from ``build_ns``): the largest
   sum on one worker. In STRL nothing moves (every batch ships and builds anyway): cost 0.
 - **Horizon.** How many more batches the current pattern (the per-partition shares of the
@@ -34,7 +33,7 @@ Pure Python, no I/O; the engine feeds it and asks it at every batch boundary. Th
   starts a new pattern. Sampling noise: the distance two samples of the same stream are
   expected to have, from the items counted in the batch and in the pattern (``sampling_tv``);
   a batch of a few hundred items over 64 partitions differs from its own stream's shares by
-  ~0.19, which alone exceeded the tolerance and kept every pattern one batch old.
+  more than the tolerance by chance alone, which kept every pattern one batch old.
   The horizon at age a is the mean remaining life of the patterns seen at age a: the earlier
   ones that reached it (lifetime - a) and the current one, taken to last as long again as it
   has lasted (a). Alone, or older than every earlier one, it gets a; when earlier patterns
@@ -65,7 +64,7 @@ LIFETIMES = 32       # finished pattern lifetimes remembered for the horizon
 # at 1,000, 10,000 and 100,000 subscriptions: the prior of the move cost.
 PRIOR_MOVES = ((344_692, 178.8), (3_178_492, 240.1), (30_508_265, 1025.6))
 PRIOR_WEIGHT = 1.0   # the prior weighs as much as this many real moves
-UNKNOWN_SIZE = 1     # the prior move whose size prices a move of unknown size (3.2 MB)
+UNKNOWN_SIZE = 1     # the prior move whose size prices a move of unknown size (10,000 subs)
 # One-sided 95 % quantiles of Student's t for 1..19 degrees of freedom (WINDOW - 1).
 _T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782,
         1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729)

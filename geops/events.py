@@ -326,8 +326,8 @@ def step(state: ObjectState | None, object_id: str, publication_ids: np.ndarray,
     crossed = _step_crossings(state, times, order, points, fences, ttl_ms)
     events: list[Event] = []
     dropped = 0
-    # Python sets of fence indices: an object is in a few fences, where NumPy's set
-    # operations cost ~50 us each (four per position, ~250 us) and these ~1 us
+    # Python sets of fence indices: an object is in a few fences, where each of NumPy's set
+    # operations (four per position) has a fixed cost per call far above a small set's
     prev = set(fences.indices(state).tolist()) if state is not None else set()
     last = state.last_ms if state is not None else None
     here = (state.x, state.y) if state is not None else (None, None)

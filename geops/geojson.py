@@ -68,8 +68,8 @@ def _features(path: str | os.PathLike[str], bulk: bool = True) -> list[Any]:
 @contextlib.contextmanager
 def _no_cycle_collection(bulk: bool) -> Iterator[None]:
     """Millions of coordinate lists stay alive while a file is read: the cyclic garbage
-    collector would scan them again and again as objects are made (it took 90 % of the time
-    of building the geometries), and none of them are cycles."""
+    collector would scan them again and again as objects are made (most of the time of
+    building the geometries went to those scans), and none of them are cycles."""
     enabled = gc.isenabled()
     if bulk:
         gc.disable()

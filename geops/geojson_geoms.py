@@ -1,13 +1,14 @@
 """GeoJSON geometry objects (parsed JSON) to shapely geometries, in bulk.
 
 Reading each geometry through GEOS's GeoJSON reader (``shapely.from_geojson`` of the object
-dumped back to text) cost ~50-90 µs a feature. Here the geometries of one type are flattened
-with the coordinates of all of them into one float array and built in one call
-(``shapely.from_ragged_array``), about 20 times faster. Only well-formed geometries take that
-path: a type among ``RAGGED``, every level a non-empty list, every position 2 or 3 numbers (the
-same count in a chunk, no booleans, strings or nulls), rings closed with 4 or more positions,
-lines of 2 or more. Anything else, and every geometry of a chunk that fails, is read one by one
-through GEOS as before, so a bad geometry gets the same reason it always got.
+dumped back to text) writes and parses text again and crosses into GEOS once per feature. Here
+the geometries of one type are flattened with the coordinates of all of them into one float
+array and built in one call (``shapely.from_ragged_array``): no text, one GEOS call a chunk.
+Only well-formed geometries take that path: a type among ``RAGGED``, every level a non-empty
+list, every position 2 or 3 numbers (the same count in a chunk, no booleans, strings or nulls),
+rings closed with 4 or more positions, lines of 2 or more. Anything else, and every geometry of
+a chunk that fails, is read one by one through GEOS's reader, so a bad geometry gets GEOS's own
+reason.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Produces exactly the bytes ``codec().encode("GeofenceEvent", record)`` would, with every
 variable-length integer of every record computed with NumPy in one pass
-(``schemas.match_encoder``): through the codec a record took ~36 us, the most of what an event
-cost (an object inside a dozen fences that ask for ``inside`` gives a dozen events a
+(``schemas.match_encoder``): through the codec, encoding was most of what an event cost (an
+object inside a dozen fences that ask for ``inside`` gives a dozen events a
 position). The records come out packed, one buffer and each record's end, so that the events
 query's operator hands Spark one value a bucket instead of a row an event. A test compares it
 with the codec on random batches, so a change to ``GeofenceEvent.avsc`` that this encoder does

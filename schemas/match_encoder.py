@@ -99,7 +99,7 @@ def encode_matches(publication_ids: np.ndarray, offsets: np.ndarray, subscriptio
 def _each(publication_ids: np.ndarray, offsets: np.ndarray, subscription_ids: np.ndarray,
           event_times: np.ndarray, match_time: int, batch_id: int, app_id: str) -> list[bytes]:
     """The records one by one through the codec: for a handful the vectorised pass costs more
-    than it saves (its setup is a fixed ~0.3 ms a call; the codec a few us a record)."""
+    than it saves (its setup is a fixed cost a call, the codec's a cost a record)."""
     c, bounds = codec(), offsets.tolist()
     ids = np.asarray(subscription_ids, np.int64).tolist()
     return [c.encode("Match", {"publication_id": p, "subscription_ids": ids[a:b],

@@ -3,7 +3,7 @@ and of Subscription records (the start-up scan of a million of them, ``app.subsc
 
 Gives, record for record, what ``codec().decode_as("Publication", value)`` gives, but reads the
 zig-zag varints of every record in one NumPy pass instead of one fastavro call per record
-(~3.5 µs each, half of a read task's per-record work); the same for Subscriptions, whose
+(the largest part of a read task's per-record work); the same for Subscriptions, whose
 relation (an Avro enum) comes as its index (``geops.model.Relation`` numbers them in the enum's
 order). Both released versions of each schema take the fast path, mixed in one batch too: the
 writer schema is told by the fingerprint in each record's header (``_LAYOUTS`` names the field
@@ -259,9 +259,9 @@ def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
                         zip(wkb_start[fast].tolist(), wkb_end[fast].tolist(), strict=True)]
     object_ids = np.full(n, None, dtype=object)
     if object_len is not None:
-        # a loop, measured: ~0.19 us per id (3.7 ms per 20,000 records), 0.1-0.2 % of the
-        # CPU the app spends per record (~100-270 us); gathering the ids into one fixed-width
-        # array and converting it at once was slower (numpy's bytes-to-str step alone ~0.11 us)
+        # a loop: a tiny share of the CPU the app spends per record; gathering the ids into
+        # one fixed-width array and converting it at once was slower (numpy's bytes-to-str
+        # step alone costs most of what the loop does)
         strings = np.flatnonzero(ok & (object_len >= 0))
         for i, a, m in zip(strings.tolist(), object_at[strings].tolist(),
                            object_len[strings].tolist(), strict=True):
@@ -303,7 +303,7 @@ def _through_codec(name: str, values: Sequence[bytes | None], d: _Decoded,
 
 def _each(name: str, values: Sequence[bytes | None]) -> _Decoded:
     """Every record through the codec: for a handful of records the vectorised pass costs
-    more than it saves (its setup is a fixed ~0.3 ms a call; the codec ~4 us a record)."""
+    more than it saves (its setup is a fixed cost a call, the codec's a cost a record)."""
     n = len(values)
     fields = 0 if name == "Publication" else n
     versions = _headers(name)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -62,20 +65,50 @@ def kafka_cfg(geops_env: dict[str, str]) -> Config:
     return config.load(environ=geops_env)
 
 
+# The seconds each test file took in a whole run (setup, call and teardown of its tests),
+# written by `GEOPS_TEST_DURATIONS=record scripts/test`: the order below puts the longest
+# first. A file the record does not hold yet counts by its marks.
+DURATIONS = Path(__file__).with_name("durations.json")
+_UNRECORDED_S = {"slow": 25.0, "integration": 4.0}
+_PURE_S = 0.05
+_spent: dict[str, float] = defaultdict(float)
+
+
+def _guess(item: pytest.Item) -> float:
+    """Seconds a test of a file without a record is taken to last, by its marks."""
+    for mark, seconds in _UNRECORDED_S.items():
+        if item.get_closest_marker(mark):
+            return seconds
+    return _PURE_S
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files in the order two test processes finish them soonest (``--dist loadfile
-    --no-loadscope-reorder`` in ``scripts/test``; the order within a file is kept): the longest
-    first (marked ``longest``: the short chaos run, minutes of nine processes), then the slow
-    files, the benchmarks' last so that they do not share the machine with the chaos run,
-    then those with integration tests, then the pure ones, which fill the end evenly."""
-    rank: dict[str, int] = {}
+    """Files longest first (the order within a file kept), by the seconds ``durations.json``
+    records. Two test processes take one file at a time in this order, each the next when it
+    is done (``--dist loadfile --no-loadscope-reorder`` in ``scripts/test``): with the longest
+    first, neither is left running a long file alone at the end, and the short files fill
+    the end evenly."""
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    seconds: dict[str, float] = defaultdict(float)
     for item in items:
         path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("longest"):
-            mark = 0
-        elif item.get_closest_marker("slow"):
-            mark = 2 if path.startswith("tests/bench/") else 1
-        else:
-            mark = 3 if item.get_closest_marker("integration") else 4
-        rank[path] = min(rank.get(path, 4), mark)
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+        seconds[path] = recorded[path] if path in recorded else seconds[path] + _guess(item)
+    items.sort(key=lambda item: -seconds[item.nodeid.split("::")[0]])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds a test's phase to its file's seconds (when recording; with two test processes
+    the reports of both reach the main one)."""
+    if os.environ.get("GEOPS_TEST_DURATIONS") == "record":
+        _spent[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Writes the seconds of the files this run ran into ``durations.json`` (the other files'
+    kept), once, from the main process."""
+    if not _spent or hasattr(session.config, "workerinput"):
+        return
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    recorded.update({path: round(s, 1) for path, s in _spent.items()})
+    DURATIONS.write_text(json.dumps(dict(sorted(recorded.items(), key=lambda kv: -kv[1])),
+                                    indent=1) + "\n")

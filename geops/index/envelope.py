@@ -4,13 +4,14 @@ Bulk-loaded (STR) when built, then kept current with ``insert``/``delete`` as su
 come and go. Queries are bulk: one ``intersection_v`` call answers a whole batch of envelopes.
 The closed test applies: envelopes that only touch do intersect.
 
-Changes are cheap because the tree is not edited entry by entry: here libspatialindex's delete
-cost 23-250 us per entry and an insert through ``rtree`` ~15 us, against 0.5-2 us per entry
-for a bulk load, and they were most of what applying subscription churn to a resident
-partition cost. A delete only marks its slot dead (queries drop dead slots); an insert joins
-a short overflow list that queries test by brute force. The tree is bulk-loaded again from
-the live slots when the dead and overflow entries exceed a quarter of the live ones, or the
-overflow is flushed into it when it grows past ``_OVERFLOW_MAX`` in a tree too big to reload.
+Changes are cheap because the tree is not edited entry by entry: libspatialindex's delete
+searches the tree for its entry and an insert through ``rtree`` crosses into C for each one,
+each costing many times what an entry of a bulk load costs, and they were most of what applying
+subscription churn to a resident partition cost. A delete only marks its slot dead (queries drop
+dead slots); an insert joins a short overflow list that queries test by brute force. The tree is
+bulk-loaded again from the live slots when the dead and overflow entries exceed a quarter of the
+live ones, or the overflow is flushed into it when it grows past ``_OVERFLOW_MAX`` in a tree too
+big to reload.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from __future__ import annotations
 import numpy as np
 from rtree import index as rtree_index
 
-# Nodes of 32 entries answered bulk queries ~25% faster than rtree's default 100 here
-# (10k subscription envelopes, 20k publication queries).
+# Nodes smaller than rtree's default of 100 entries: a bulk query tests fewer entries in each
+# node it enters, and 32 answered the matching benchmark's queries fastest.
 _CAPACITY = 32
 # Dead plus overflow entries before the tree is bulk-loaded again: at least this many, and at
 # least a quarter of the live ones (so a rebuild's cost is spread over many changes).
 _STALE_MIN = 64
 _OVERFLOW_MAX = 256  # inserted entries queried by brute force, at most
-_BULK_PER_INSERT = 15  # an entry inserted into the tree costs ~15 bulk-loaded ones
+_BULK_PER_INSERT = 15  # what an entry inserted into the tree costs, in bulk-loaded entries
 _QUERY_CHUNK = 4096  # queries tested against the overflow at a time
 
 

@@ -8,8 +8,8 @@ share one index, and the index itself never travels.
 A task that keeps the items of some partitions only (a join task that reads its batch itself,
 ``app.read.ranges``) names them (``partitions``): a candidate router then queries an index of
 those partitions' subscriptions alone, so each task's routing shrinks with the share of the
-partitions it owns (RIsPS's index query was ~13 us a publication over all of them, against
-~0.4 us for sPS/sPIS's placement, which needs no such index).
+partitions it owns (RIsPS's index query is most of what routing a publication costs it;
+sPS/sPIS's placement needs no such index).
 """
 
 from __future__ import annotations

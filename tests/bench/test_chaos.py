@@ -19,7 +19,13 @@ from cli.main import main
 # its first four faults: driver-kill, broker-kill, executor-kill, distributor-kill (the other
 # three kinds are tested alone: the producer's resumption below, subscription changes in
 # tests/app/test_app_subscription_churn.py, a paused broker in tests/faults/test_fault_suite.py)
+# every 20 s ± 50 %: at 23, 33, 60 and 75 s, the broker's node down 13 s from the second; the
+# run goes on 15 s after the last (the oracle's check needs no recovery in the run itself: the
+# app drains what is left before the answers are read)
 SHORT_SEED = 43
+SHORT_DURATION_S = 90
+SHORT_EVERY_S = 20
+RATE = 200
 
 
 def test_the_schedule_is_seeded_jittered_and_capped():
@@ -32,7 +38,7 @@ def test_the_schedule_is_seeded_jittered_and_capped():
 
 
 def test_the_short_runs_seed_draws_four_different_faults():
-    kinds = [k for _, k in schedule(SHORT_SEED, 120, 25, list(KINDS), 4)]
+    kinds = [k for _, k in schedule(SHORT_SEED, SHORT_DURATION_S, SHORT_EVERY_S, list(KINDS), 4)]
     assert kinds == ["driver-kill", "broker-kill", "executor-kill", "distributor-kill"]
 
 
@@ -81,11 +87,11 @@ def test_the_table_per_kind():
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.longest
 def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["bench", "chaos", "--duration", "2m", "--every", "25s", "--faults", "4",
-                 "--seed", str(SHORT_SEED), "--rate", "200", "--subscriptions", "1000",
+    code = main(["bench", "chaos", "--duration", f"{SHORT_DURATION_S}s",
+                 "--every", f"{SHORT_EVERY_S}s", "--faults", "4",
+                 "--seed", str(SHORT_SEED), "--rate", str(RATE), "--subscriptions", "1000",
                  "--base-publications", "3000", "--out", str(out),
                  "--workdir", str(tmp_path / "work")])
     err = capsys.readouterr().err
@@ -93,7 +99,8 @@ def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     v = summary["verdict"]
     assert code == 0, (v, err[-3000:])
-    assert v["exact"] and v["published"] > 200 * 100
+    # most of the stream's publications were written though the producer shared the machine
+    assert v["exact"] and v["published"] > RATE * SHORT_DURATION_S * 0.8
     assert v["duplicate_answers"] == v["missing_answers"] == v["wrong_answers"] == 0
     assert sorted(r["kind"] for r in summary["per_kind"]) == sorted(
         ["driver-kill", "broker-kill", "executor-kill", "distributor-kill"])

@@ -3,9 +3,11 @@ record arrives, a forged command is injected, the broker is paused (SIGSTOP/SIGC
 driver is ``kill -9``ed mid-write and restarted, and the distributor is ``kill -9``ed and
 restarted. At the end the matches equal the oracle's and nothing is lost.
 
-The broker is this test's own (pausing the session's would stall other tests). The pause lasts
-``GEOPS_FAULT_PAUSE`` seconds (default 40: past the clients' request timeout of 30 s, so
-timed-out requests are retried too; the outage limit is 5 minutes).
+The broker is this test's own (pausing the session's would stall other tests). The processes'
+Kafka clients time a request out after ``REQUEST_TIMEOUT_MS`` (librdkafka's and Java's default
+is 30 s; any client may be given less) and the pause lasts ``GEOPS_FAULT_PAUSE`` seconds
+(default 15: past that timeout, so timed-out requests are retried too; the outage limit is 5
+minutes).
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from tests.faults.stack import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "40"))
+REQUEST_TIMEOUT_MS = 10_000
+PAUSE = float(os.environ.get("GEOPS_FAULT_PAUSE", "15"))
 RATE = 100.0
 
 
 def test_live_stream_survives_every_fault(own_broker, procs, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOPS_KAFKA_REQUEST_TIMEOUT_MS", str(REQUEST_TIMEOUT_MS))
     env, cfg = live_env(own_broker.address, tmp_path, "f-", monkeypatch)
     w = generate_workload(seed=21, subscriptions=600, publications=4000)
     oracle = oracle_of(w.subscriptions, w.publications)
