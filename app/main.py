@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import config
 from app.errors import EndedBeforeQuery
+from app.static.snapshot import root_of
 from config import Config, ConfigError, one_line
 from config.exitcodes import (
     EXIT_DATA_LOSS,
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from app.events.query import EventsQuery
     from app.launch.jvm import Watchdog
     from app.static.side import StaticSide
+    from app.static.snapshot import Identity, Snapshot
+    from app.static.snapshot_writer import SnapshotWriter
     from app.subscriptions.feed import SubscriptionFeed
     from app.subscriptions.scan import Scan, SubscriptionSet
     from geops.strategies.strategy import Layout
@@ -190,21 +193,34 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         events_start = _positions_end(cfg, kafka_conf, topics, feed) if events_on else ""
         spark, watchdog = _start_spark(cfg, feed)
         workers = cfg.view.app.workers or spark.sparkContext.defaultParallelism
-        scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
-                                                     watchdog)
-        strategy = _layout(cfg, found, scanned_s, workers)
+        identity, snapshot = _find_snapshot(cfg, kafka_conf, checkpoint, ends)
+        if snapshot is None:
+            scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
+                                                         watchdog)
+            strategy = _layout(cfg, found, scanned_s, workers)
+        else:
+            scan = None
+            found, strategy = _restored_layout(cfg, snapshot, feed, workers)
         control, epoch, owners = _recover_assignment(cfg, kafka_conf, topics,
                                                      strategy.num_partitions, workers, spark,
                                                      watchdog)
     except EndedBeforeQuery as ended:
         return ended.exit_code
-    cross = scan.cross_shapes() if events_on else {}  # before the scan's cache is dropped
-    static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch)
+    from app.static.snapshot import cross_shapes
+    from app.static.snapshot_writer import SnapshotWriter
+
+    cross = {}  # before the scan's cache is dropped
+    if events_on:
+        cross = scan.cross_shapes() if scan is not None else cross_shapes(snapshot)
+    writer = (None if identity is None
+              else SnapshotWriter(root_of(checkpoint), identity, snapshot))
+    static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch,
+                           snapshot, writer, ends)
     state = BatchState(epoch, owners)
     runner = _warm_runner(RunnerSettings.of(cfg, checkpoint),
                           KafkaSide(kafka_conf, topics, control, feed),
                           _static_parts(spark, strategy, found, workers, static, topics,
-                                        cross),
+                                        cross, writer),
                           state, workers)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     ready_path(checkpoint).unlink(missing_ok=True)
@@ -231,6 +247,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         runner.close(abandon=code != EXIT_OK)
         feed.close(wait=code != EXIT_OUTAGE)
         control.close()
+        if writer is not None:
+            writer.close()
         static.close()
         log.info("stopped after %d batches, %d records", state.batches, state.records)
         watchdog.disarm()
@@ -396,33 +414,108 @@ def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
     return control, epoch, owners
 
 
-def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan, found: SubscriptionSet,
-                  workers: int, owners: list[Owners], epoch: int) -> StaticSide:
-    """Build the static side (the partitions' indexes) on the executors from the scanned
-    payloads, then release the scan's cache."""
-    from app.static.build import BuildSpec
+def _find_snapshot(cfg: Config, kafka_conf: dict[str, str], checkpoint: str,
+                   ends: dict[int, int]) -> tuple[Identity | None, Snapshot | None]:
+    """The snapshot of the static side to start from (``app.static_snapshot``), checked
+    against this app and the offsets the checkpoint starts the subscriptions from; one that
+    does not match is named in one line and left for the topic. (None, None) when the
+    setting is off."""
+    from app.static.snapshot import Identity, topic_id, verify
+
+    if cfg.view.app.static_snapshot != "on":
+        log.info("no snapshot of the static side (app.static_snapshot is off); building from "
+                 "the subscriptions topic")
+        return None, None
+    topic = cfg.topic("subscriptions")
+    identity = Identity(cfg.view.app.app_id, topic, topic_id(kafka_conf, topic),
+                        cfg.view.app.strategy, cfg.view.app.partitioner, cfg.view.app.partitions)
+    root = root_of(checkpoint)
+    t = time.perf_counter()
+    snapshot, reason = verify(root, identity, ends)
+    if reason is not None:
+        log.warning("snapshot %s does not match: %s; rebuilding from the subscriptions topic",
+                    root, reason)
+    elif snapshot is None:
+        log.info("no snapshot of the static side in %s; building from the subscriptions "
+                 "topic", root)
+    else:
+        log.info("snapshot %s of the static side matches (%d subscriptions, %d bytes, checked "
+                 "in %.1f s)", snapshot.dir, len(snapshot.envelopes), snapshot.total_bytes,
+                 time.perf_counter() - t)
+    return identity, snapshot
+
+
+def _restored_layout(cfg: Config, snapshot: Snapshot, feed: SubscriptionFeed,
+                     workers: int) -> tuple[SubscriptionSet, Layout]:
+    """The subscriptions and the layout of a snapshot (its partitioner, so its payloads fit);
+    the feed reads the changes after its offsets with the first batch."""
+    from app.subscriptions.scan import SubscriptionSet
+    from geops.strategies.strategy import Layout
+
+    t = time.perf_counter()
+    strategy = Layout(cfg.view.app.strategy, snapshot.envelopes, cfg.view.app.partitions,
+                      cfg.view.app.partitioner, spatial=snapshot.partitioner)
+    feed.resume_from(snapshot.offsets)
+    log.info("%d subscriptions from the snapshot (subscription offsets %s; the changes after "
+             "them come with the first batch) in %d partitions for %s with a %s partitioner, "
+             "%d workers, %s join (layout in %.1f s)", len(snapshot.envelopes),
+             snapshot.offsets, strategy.num_partitions, strategy.name, cfg.view.app.partitioner,
+             workers, cfg.view.app.join, time.perf_counter() - t)
+    return SubscriptionSet(snapshot.envelopes, {}, [], detect=snapshot.detect), strategy
+
+
+def _build_static(cfg: Config, spark: Any, strategy: Layout, scan: Scan | None,
+                  found: SubscriptionSet, workers: int, owners: list[Owners], epoch: int,
+                  snapshot: Snapshot | None, writer: SnapshotWriter | None,
+                  ends: dict[int, int]) -> StaticSide:
+    """Build the static side (the partitions' payloads) on the executors: from the scanned
+    slices, then release the scan's cache, or read from ``snapshot``. ``writer``: the
+    snapshots to keep (a build from the topic writes its payloads into a new one)."""
+    import numpy as np
+
+    from app.static.build import BuildSpec, read_payloads
     from app.static.side import StaticSide
+    from app.static.snapshot import new_stage
+    from app.static.snapshot_writer import Built
 
     sc = spark.sparkContext
     partitions = strategy.num_partitions
-    spec = BuildSpec(strategy.name, partitions,
-                     None if strategy.partitioner is None else sc.broadcast(strategy.partitioner),
-                     scan.payloads(), sc.broadcast(found.stale))
-    static = StaticSide(sc, spec, cfg.view.app.join, workers, owners, epoch)
-    scan.release()
+    partitioner = None if strategy.partitioner is None else sc.broadcast(strategy.partitioner)
+    if scan is None:
+        assert snapshot is not None
+        spec = BuildSpec(strategy.name, partitions, partitioner, None, None)
+        sizes = np.zeros(partitions, np.int64)
+        for pid, (size, _) in snapshot.files.items():
+            sizes[pid] = size
+        static = StaticSide(sc, spec, cfg.view.app.join, workers, owners, epoch,
+                            build=read_payloads(str(snapshot.dir),
+                                                {p: int(n) for p, n in enumerate(sizes) if n}),
+                            sizes=sizes)
+        source = f"read from snapshot {snapshot.name}"
+    else:
+        stage = new_stage(writer.root) if writer is not None else None
+        spec = BuildSpec(strategy.name, partitions, partitioner, scan.payloads(),
+                         sc.broadcast(found.stale), str(stage or ""))
+        static = StaticSide(sc, spec, cfg.view.app.join, workers, owners, epoch)
+        scan.release()
+        source = "built on the executors"
+        if writer is not None and stage is not None:
+            writer.built(Built(stage, dict(ends), found.envelopes, found.detect,
+                               strategy.partitioner, partitions, static.sizes.copy()))
     log.info("static data: %d bytes in %d partitions (%.0f bytes per subscription, the largest "
-             "partition %d bytes), built on the executors in %.1f s", static.total_bytes,
-             partitions, static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
-             int(static.sizes.max(initial=0)), static.build_s)
+             "partition %d bytes), %s in %.1f s", static.total_bytes, partitions,
+             static.total_bytes / max(1, int(strategy.partition_sizes().sum())),
+             int(static.sizes.max(initial=0)), source, static.build_s)
     return static
 
 
 def _static_parts(spark: Any, strategy: Layout, found: SubscriptionSet, workers: int,
-                  static: StaticSide, topics: Topics, cross: dict[int, bytes] | None = None
-                  ) -> StaticParts:
+                  static: StaticSide, topics: Topics, cross: dict[int, bytes] | None = None,
+                  snapshots: SnapshotWriter | None = None) -> StaticParts:
     """The runner's static side: the built partitions with the strategy's router broadcast,
     the subscriptions as they change, the fences when events are on (with the shapes,
-    ``cross``, of those that ask for cross), the executors followed."""
+    ``cross``, of those that ask for cross), the executors followed, the writer of the static
+    side's snapshot."""
     from app.batch.parts import StaticParts
     from app.batch.workers import WorkerCount
     from app.events.positions import FenceTable
@@ -433,7 +526,7 @@ def _static_parts(spark: Any, strategy: Layout, found: SubscriptionSet, workers:
                        live=LiveSubscriptions(strategy, found.envelopes),
                        fences=(FenceTable(found.envelopes.ids, found.detect, cross)
                                if topics.positions else None),
-                       follow=WorkerCount(sc, workers))
+                       follow=WorkerCount(sc, workers), snapshots=snapshots)
 
 
 def _warm_runner(settings: RunnerSettings, kafka: KafkaSide, side: StaticParts,

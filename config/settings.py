@@ -165,6 +165,11 @@ SETTINGS: tuple[Setting, ...] = (
             "subscription changes pending as deltas before they are folded into the static "
             "partitions (also at least a tenth of the static side; a change that waited 20 "
             "batches is folded anyway), e.g. 4m"),
+    Setting("app.static_snapshot", "app", "GEOPS_APP_STATIC_SNAPSHOT", "--static-snapshot",
+            parse_str,
+            "keep a snapshot of the static side (micro-batch mode) in the checkpoint, written "
+            "in the background, and restart from it instead of scanning the subscriptions "
+            "topic: on or off", choices=("on", "off")),
     Setting("app.events", "app", "GEOPS_APP_EVENTS", "--events", parse_str,
             "geofence events of moving objects (publications with an object id) against the "
             "fences (subscriptions with detect kinds): on (a second query of the app keeps "

@@ -73,6 +73,7 @@ class AppSettings:
     realtime_task_memory: int
     delivery: str
     fold_bytes: int
+    static_snapshot: str
     events: str
     object_ttl: float
 

@@ -15,6 +15,7 @@ from app.batch.control import ControlChannel
 from app.batch.workers import WorkerCount
 from app.events.positions import FenceTable
 from app.static.side import StaticSide
+from app.static.snapshot_writer import SnapshotWriter
 from app.subscriptions.feed import SubscriptionFeed
 from config import Config
 from geops.strategies import Strategy
@@ -76,7 +77,8 @@ class StaticParts:
     """The static side and what matches against it: the strategy and its router (broadcast
     again when subscription changes have grown its pending list), the built partitions on the
     executors, the subscriptions as they change, the fences the events hear of (None: no
-    events) and the executors the workers follow (None: W stays as it is)."""
+    events), the executors the workers follow (None: W stays as it is) and the writer of the
+    static side's snapshot."""
 
     strategy: Strategy
     router: Broadcast
@@ -84,3 +86,4 @@ class StaticParts:
     live: LiveSubscriptions | None = None
     fences: FenceTable | None = None
     follow: WorkerCount | None = None
+    snapshots: SnapshotWriter | None = None  # keeps the static side's snapshot (None: none)

@@ -43,6 +43,7 @@ from app.read.offsetlog import batch_end_offsets, batch_start_offsets, lost_rang
 from app.read.ranges import BatchRanges
 from app.static.broadcasts import ChangeBroadcasts
 from app.static.side import by_worker
+from app.static.snapshot_writer import Changed
 from geops.strategies import merge
 from kafkaio.errors import Aborted, DataLoss, KafkaOutage
 from schemas import codec
@@ -221,6 +222,10 @@ class BatchRunner:
                                    change.upserts.geoms)
         self.shipped.publish(self.side.live.seq, result)
         self.disjoint = self.side.live.disjoint_ids()
+        if self.side.snapshots is not None:  # queued: the writer's thread does the work
+            self.side.snapshots.changed(Changed(change.upserts, change.detect, change.deletes,
+                                                result.partitions,
+                                                dict(self.kafka.feed.position)))
         t2 = time.perf_counter()
         self._changed_in[self.side.live.seq] = batch_id
         log.info("batch %d: subscriptions %d added, %d updated, %d removed (%d partitions "

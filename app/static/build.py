@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from app.static.snapshot import keep_payload, payload_name
 from app.subscriptions.scan import pieces_of
 from geops.model import Envelopes, Subscriptions
 from geops.strategies import payload
@@ -36,6 +37,7 @@ class BuildSpec:
     partitioner: Any            # Broadcast of the spatial partitioner, or None (RIhPS)
     slices: Any                 # RDD of (slice index, payload) (``Scan.payloads``)
     stale: Any                  # Broadcast of {slice index: ids a later record replaced}
+    keep_in: str = ""           # a snapshot being made: each merged payload is written there
 
 
 def place_pieces(strategy: str, num_partitions: int, partitioner: Any,
@@ -54,15 +56,19 @@ def place_pieces(strategy: str, num_partitions: int, partitioner: Any,
             yield pid, payload.encode(part.take(members[lo:hi]), _cell(spatial, pid))
 
 
-def merge_pieces(partitioner: Any, pieces: Iterable[tuple[int, bytes]]
+def merge_pieces(partitioner: Any, pieces: Iterable[tuple[int, bytes]], keep_in: str = ""
                  ) -> Iterator[tuple[int, bytes]]:
-    """(partition, payload) per partition from its pieces (subscriptions sorted by id)."""
+    """(partition, payload) per partition from its pieces (subscriptions sorted by id);
+    ``keep_in``: a snapshot being made, where each payload is also written
+    (``app.static.snapshot``)."""
     grouped: dict[int, list[bytes]] = {}
     for pid, piece in pieces:
         grouped.setdefault(pid, []).append(piece)
     spatial = None if partitioner is None else partitioner.value
     for pid in sorted(grouped):
-        yield pid, payload.merge(grouped[pid], _cell(spatial, pid))
+        data = payload.merge(grouped[pid], _cell(spatial, pid))
+        keep_payload(keep_in, pid, data)
+        yield pid, data
 
 
 def _cell(partitioner: Any, pid: int) -> np.ndarray:
@@ -84,15 +90,42 @@ def build_payloads(sc: Any, spec: BuildSpec, workers: int,
     from app.records import StaticPartition
 
     n = max(1, workers)
-    strategy, partitions, partitioner, stale = (spec.strategy, spec.num_partitions,
-                                                spec.partitioner, spec.stale)
+    strategy, partitions, partitioner, stale, keep_in = (
+        spec.strategy, spec.num_partitions, spec.partitioner, spec.stale, spec.keep_in)
     return (spec.slices
             .mapPartitions(lambda slices: place_pieces(strategy, partitions, partitioner,
                                                        pieces_of(slices, stale.value)))
             .partitionBy(n)
-            .mapPartitions(lambda pieces: merge_pieces(partitioner, pieces))
+            .mapPartitions(lambda pieces: merge_pieces(partitioner, pieces, keep_in))
             .flatMap(lambda kv: [(t, StaticPartition(*kv)) for t in targets(kv[0])])
             .partitionBy(n, partition_func))
+
+
+def read_payloads(directory: str, files: dict[int, int]) -> Callable[..., Any]:
+    """A ``build_payloads`` that reads each partition's payload from a snapshot
+    (``app.static.snapshot``: ``files`` {partition: bytes}, checked by the driver) on the
+    executors, instead of building it from the topic; the RDD it gives has the same shape."""
+
+    def build(sc: Any, _spec: BuildSpec, workers: int, targets: Callable[[int], Iterable[int]],
+              partition_func: Callable[[int], int]) -> Any:
+        from app.records import StaticPartition
+
+        n = max(1, workers)
+        items = sorted(files.items())
+        return (sc.parallelize(items, max(1, min(len(items), sc.defaultParallelism)))
+                .map(lambda item: (item[0], _read_payload(directory, *item)))
+                .flatMap(lambda kv: [(t, StaticPartition(*kv)) for t in targets(kv[0])])
+                .partitionBy(n, partition_func))
+
+    return build
+
+
+def _read_payload(directory: str, pid: int, size: int) -> bytes:
+    with open(f"{directory}/{payload_name(pid)}", "rb") as f:
+        data = f.read()
+    if len(data) != size:  # changed since the driver checked it: not the snapshot's
+        raise ValueError(f"{directory}/{payload_name(pid)}: {len(data)} bytes, {size} recorded")
+    return data
 
 
 def sizes_of(rdd: Any, partitions: int) -> np.ndarray:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from pyspark import RDD, SparkContext, StorageLevel
 
 from app.joins import JOIN_MODES
@@ -83,7 +84,10 @@ class StaticSide:
 
     def __init__(self, sc: SparkContext, spec: BuildSpec, join: str, workers: int,
                  owners: Sequence[Owners], epoch: int, version: int = 1,
-                 build: Callable[..., RDD] = build_payloads):
+                 build: Callable[..., RDD] = build_payloads,
+                 sizes: np.ndarray | None = None):
+        """``build``: what makes the payloads (``build_payloads``, or a snapshot's reader);
+        ``sizes``: their bytes per partition when known (a snapshot's), else measured by a job."""
         self.sc = sc
         self.spec = spec
         self._builder = build  # ``build_payloads``; tests give one that needs no broker
@@ -100,7 +104,9 @@ class StaticSide:
         self._replaced: list[RDD] = []  # cached payloads a fold replaced, until it has run
         t0 = time.perf_counter()
         self.rdd: RDD = self._cache(self._build())
-        self.sizes = sizes_of(self.rdd, self.partitions)  # payload bytes per partition
+        # payload bytes per partition
+        self.sizes = (sizes_of(self.rdd, self.partitions) if sizes is None
+                      else np.asarray(sizes, np.int64).copy())
         self.build_s = time.perf_counter() - t0
 
     def _key_function(self, workers: int) -> Callable[[int], int]:

@@ -210,6 +210,14 @@ class SubscriptionFeed:
         self.position = dict(ends)
         return dict(ends)
 
+    def resume_from(self, offsets: Mapping[int, int]) -> None:
+        """Read the changes from ``offsets`` on instead of from ``start``'s ends: the set is
+        as of these (a snapshot of the static side, ``app.static_snapshot``, at or behind
+        them), so the first batch reads what came after it."""
+        if self._ahead is not None:
+            raise RuntimeError("the feed is already reading changes")
+        self.position = dict(offsets)
+
     def reject(self, dead: list[DeadRecord]) -> None:
         """Log unusable subscription records and send them to the dead-letter topic, now (a
         replay of the batch sends them again, like any dead letter of a replayed batch)."""

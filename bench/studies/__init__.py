@@ -27,6 +27,8 @@ what two studies share belongs to the harness (tests/bench/test_bench_layers.py)
   and what Spark's real-time mode would run instead (``docs/results/live/costs/``).
 - ``cold_start``: how fast the app answers the first publications after it says it is ready
   (``docs/results/live/cold-start/``).
+- ``restart``: a restarted app's process start to its first answer, from the static side's
+  snapshot and from the subscriptions topic, interleaved (``docs/results/restart/``).
 - ``cpu_by_process``: CPU seconds of the broker, Spark's Python workers and the driver over
   one run (start it just before the run).
 - ``profile_route``, ``profile_churn``: where a stream-side task's time goes (decode, checks,

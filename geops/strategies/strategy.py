@@ -80,7 +80,10 @@ class Layout:
     """
 
     def __init__(self, name: str, envelopes: Envelopes, num_partitions: int,
-                 partitioner: str = "kdbtree", *, sample_seed: int = 0):
+                 partitioner: str = "kdbtree", *, sample_seed: int = 0,
+                 spatial: SpatialPartitioner | None = None):
+        """``spatial``: a partitioner to place by instead of one built from ``envelopes``
+        (the one a static side was built with, kept in the app's snapshot)."""
         kind = KINDS[STRATEGIES.check(name)]
         PARTITIONERS.check(partitioner)
         if num_partitions < 1:
@@ -88,8 +91,9 @@ class Layout:
         if len(np.unique(envelopes.ids)) != len(envelopes):
             raise ValueError("subscription ids must be unique")
         if kind.spatial:
-            spatial = build_partitioner(partitioner, envelopes, num_partitions,
-                                        sample_seed=sample_seed)
+            if spatial is None:
+                spatial = build_partitioner(partitioner, envelopes, num_partitions,
+                                            sample_seed=sample_seed)
             p = spatial.num_partitions
         else:
             spatial, p = None, num_partitions

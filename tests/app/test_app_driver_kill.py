@@ -15,6 +15,7 @@ import os
 import pytest
 
 from app.faults import KILL_VAR
+from app.main import checkpoint_dir
 from geops.strategies import build_strategy
 from kafkaio.sender import Sender
 from tests.app.conftest import metrics
@@ -27,6 +28,7 @@ from tests.app.delivery_checks import (
 )
 from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 from tests.app.replicas import P, assert_split_as_keys_give, busiest, replica_command, replica_plan
+from tests.app.snapshots import FROM_SNAPSHOT, put_foreign, rebuilt_because, truncate_a_payload
 from tests.app.test_app_exactly_once import RATE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -54,19 +56,31 @@ def test_driver_killed_at_points_of_a_batch(delivery, workload, kafka_cfg, geops
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     env = {**os.environ, **geops_env}
     kills = KILLS[delivery]
+    checkpoint = checkpoint_dir(kafka_cfg)
     for i, spec in enumerate(kills):
+        if i == 1:  # the restart finds the static side's snapshot damaged
+            truncate_a_payload(checkpoint)
         code = run_app(flags, {**env, KILL_VAR: spec}, tmp_path / f"run-{i}.log")
         log = (tmp_path / f"run-{i}.log").read_text()
         assert code != 0 and "stopped after" not in log, f"{spec} did not kill:\n{log[-3000:]}"
     producer.join()
+    if delivery == "at-least-once":  # the last run finds another workload's snapshot
+        put_foreign(checkpoint)
     assert run_app(flags, env, tmp_path / "last.log") == 0, (tmp_path / "last.log").read_text()
     logs = [(tmp_path / f"run-{i}.log").read_text() for i in range(1, len(kills))]
+    last = (tmp_path / "last.log").read_text()
     got, summaries = visible_output(kafka_cfg)
     if delivery == "exactly-once":
         assert_exactly_once(kafka_cfg, workload.oracle)
         # the batch committed before the first crash was run again and not written again
         assert "batch 2: its output was committed to Kafka before a restart" in logs[0]
+        reason = rebuilt_because(logs[0])
+        assert reason is not None and " is truncated or grown (" in reason, logs[0][-3000:]
+        assert FROM_SNAPSHOT in last, last[-3000:]  # run 1 wrote a snapshot anew
         return
+    reason = rebuilt_because(last)
+    assert reason is not None and reason.startswith(
+        "it was written for topic 'another-workload', not"), last[-3000:]
     assert_matches_oracle(got, oracle=workload.oracle)
     in_matches, in_summaries = duplicated_batches(got, summaries)
     # at-least-once: the batch whose output was all in Kafka is written twice, no other

@@ -41,6 +41,7 @@ from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only
 from tests.app.replicas import replica_command
+from tests.app.snapshots import FROM_SNAPSHOT, current
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -214,7 +215,9 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg, caplog
 
 def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_path):
     """The driver dies after a subscription change reached Kafka and before a batch applied
-    it; the restarted app matches every batch against the set its recorded offsets name."""
+    it, and more changes come while it is down; the app restarts from its static side's
+    snapshot while publications arrive, and matches every batch against the set its recorded
+    offsets name: the snapshot's and every change after it."""
     w = generate_workload(seed=62, subscriptions=300, publications=3 * PER_ROUND)
     subs = w.subscriptions
     load_subscriptions_only(kafka_cfg, subs)
@@ -224,13 +227,25 @@ def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_pa
     env = {**os.environ, **geops_env}
     c = codec()
     records = list(publication_records(w.publications))
-    marker = ready_path(checkpoint_dir(kafka_cfg))
+    checkpoint = checkpoint_dir(kafka_cfg)
+    marker = ready_path(checkpoint)
+    rounds = change_rounds(subs, seed=3)
 
     def publish(rows) -> None:
         sender = Sender(kafka_cfg.kafka_client())
         for rec in rows:
             sender.send(kafka_cfg.topic("publications"), c.encode("Publication", rec),
                         key=str(rec["id"]).encode())
+        sender.close()
+
+    def change() -> None:
+        ups, dels = next(rounds)
+        sender = Sender(kafka_cfg.kafka_client())
+        for rec in subscription_records(ups):
+            sender.send(kafka_cfg.topic("subscriptions"), c.encode("Subscription", rec),
+                        key=str(rec["id"]).encode())
+        for sid in dels.tolist():
+            sender.send(kafka_cfg.topic("subscriptions"), None, key=str(sid).encode())
         sender.close()
 
     with open(tmp_path / "first.log", "w") as log:
@@ -243,22 +258,22 @@ def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_pa
                 time.sleep(0.1)
             publish(records[:PER_ROUND])
             wait_processed(kafka_cfg, PER_ROUND)
-            ups, dels = next(change_rounds(subs, seed=3))
-            sender = Sender(kafka_cfg.kafka_client())
-            for rec in subscription_records(ups):
-                sender.send(kafka_cfg.topic("subscriptions"), c.encode("Subscription", rec),
-                            key=str(rec["id"]).encode())
-            for sid in dels.tolist():
-                sender.send(kafka_cfg.topic("subscriptions"), None, key=str(sid).encode())
-            sender.close()
+            current(checkpoint)  # the snapshot written after the build
+            change()
         finally:
             # No publication came since the change, so no batch has applied it yet.
             os.killpg(first.pid, signal.SIGKILL)
             first.wait(30)
-    publish(records[PER_ROUND:])
+    change()  # while the app is down
+    later = threading.Thread(target=publish, args=(records[PER_ROUND:],))
+    later.start()  # while it restarts
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    later.join(60)
     assert second.returncode == 0, second.stderr[-3000:]
+    said = second.stdout + second.stderr
+    assert FROM_SNAPSHOT in said, [line for line in said.splitlines() if "geops." in line]
     summaries = [s for s in metrics(kafka_cfg)["BatchSummary"] if s["records"]]
+    assert sum(s["records"] for s in summaries) >= len(records)
     expected = versioned_oracle(kafka_cfg, summaries, w.publications)
     got = matches(kafka_cfg)
     assert set(got) == set(expected)
@@ -266,3 +281,7 @@ def test_kill_9_between_a_change_and_the_next_batch(kafka_cfg, geops_env, tmp_pa
         assert all(found == expected[pub] for found in lists)  # a replay repeats the same
     versions = {tuple(sorted(s["subscription_offsets"].items())) for s in summaries}
     assert len(versions) >= 2
+    tail = {str(m.partition()): m.offset() + 1
+            for m in read_to_end(kafka_cfg.kafka_client(), kafka_cfg.topic("subscriptions"))}
+    # the changes made while the app was down are in force: the last batch read them all
+    assert summaries[-1]["subscription_offsets"] == tail
