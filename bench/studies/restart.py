@@ -8,8 +8,9 @@ answers; then ``--repeats`` pairs of restarts, on and off in turn (the order alt
 each killed after its first answer, with ``--changes`` subscription changes made while the
 app is down before each. First answer = the first Match record that reaches a consumer after
 the process started; the phases come from the app's log (seconds from the process start):
-the snapshot checked or the topic scanned, the static side in the workers, warmed up, the
-query started, its first batch done ("ready").
+Spark started (the snapshot checked, or found off), the subscriptions known to the driver
+(the snapshot's, or the topic scanned), the static side in the workers, warmed up, the query
+started; the rest up to the first answer is the query's first batch.
 
 Usage: ``python -m bench.studies.restart --sizes 10000 --repeats 3 --out DIR``. Prints one
 table; writes ``runs.csv.gz`` (one row per restart) to ``--out``.
@@ -51,8 +52,7 @@ PHASES = (("spark_s", r"snapshot .* (matches|does not match)|no snapshot of the 
           ("set_s", r"subscriptions (from the snapshot|\(\d+ records read)"),
           ("static_s", r"static data: "),
           ("warm_s", r"warmed up in "),
-          ("query_s", r"streaming from "),
-          ("ready_s", r"ready: the query has started"))
+          ("query_s", r"streaming from "))
 FIRST_ID = 2_000_000_000  # of the subscriptions added while the app is down
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
