@@ -3,6 +3,7 @@ same partitions a live set holds, and refused with its one reason when it does n
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from app.static.snapshot_writer import Built, Changed, SnapshotWriter
 from geops.model import Envelopes, Subscriptions
 from geops.strategies import payload
 from geops.strategies.churn import LiveSubscriptions
-from geops.strategies.strategy import build_strategy
+from geops.strategies.strategy import Strategy, build_strategy
 from geops.workload import generate_workload
 
 IDENTITY = Identity("app", "subs", "id-1", "sPIS", "kdbtree", 8)
@@ -32,12 +33,17 @@ def partition_ids(data: bytes) -> list[int]:
     return payload.decode(data)[0].ids.tolist()
 
 
+@functools.cache
+def workload() -> tuple[Subscriptions, Strategy]:
+    subs = generate_workload(seed=5, subscriptions=200, publications=1).subscriptions
+    return subs, build_strategy("sPIS", subs, 8)
+
+
 @pytest.fixture
 def written(tmp_path: Path, monkeypatch):
     """A snapshot of 200 subscriptions as a build from the topic leaves it, and its strategy."""
     monkeypatch.setattr(SnapshotWriter, "MIN_INTERVAL_S", 0.0)
-    subs = generate_workload(seed=5, subscriptions=200, publications=1).subscriptions
-    strategy = build_strategy("sPIS", subs, 8)
+    subs, strategy = workload()
     root = root_of(tmp_path)
     writer = SnapshotWriter(root, IDENTITY)
     stage = new_stage(root)
@@ -147,9 +153,9 @@ def test_a_build_whose_payloads_are_not_there_keeps_no_snapshot(tmp_path):
     root = root_of(tmp_path)
     writer = SnapshotWriter(root, IDENTITY)
     stage = new_stage(root)
-    subs = generate_workload(seed=5, subscriptions=20, publications=1).subscriptions
-    writer.built(Built(stage, {0: 20}, Envelopes.of(subs), np.zeros(20, np.uint8), None, 8,
+    subs = workload()[0]
+    writer.built(Built(stage, {0: 200}, Envelopes.of(subs), np.zeros(200, np.uint8), None, 8,
                        np.full(8, 100, np.int64)))
     assert not writer.wait_written(1, 10)
     writer.close()
-    assert verify(root, IDENTITY, {0: 20}) == (None, None)
+    assert verify(root, IDENTITY, {0: 200}) == (None, None)
