@@ -432,6 +432,9 @@ def _find_snapshot(cfg: Config, kafka_conf: dict[str, str], checkpoint: str,
     root = root_of(checkpoint)
     t = time.perf_counter()
     snapshot, reason = verify(root, identity, ends)
+    if snapshot is not None and not identity.topic_id:
+        snapshot, reason = None, (f"Kafka did not say the id of topic '{topic}', so it cannot "
+                                  f"be told from another workload's topic of that name")
     if reason is not None:
         log.warning("snapshot %s does not match: %s; rebuilding from the subscriptions topic",
                     root, reason)

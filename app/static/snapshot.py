@@ -66,7 +66,8 @@ class Identity:
 
     app_id: str
     topic: str
-    topic_id: str          # Kafka's id of the subscriptions topic ("" when it cannot be read)
+    topic_id: str          # Kafka's id of the subscriptions topic ("" when it cannot be read:
+    #                        the app then uses no snapshot)
     strategy: str
     partitioner: str
     partitions: int        # as configured (a quadtree makes 1 + 3k of them)
@@ -262,15 +263,16 @@ def _file_problem(path: Path, want: tuple[int, int]) -> str | None:
 
 def topic_id(conf: Mapping[str, str], topic: str, timeout: float = 10.0) -> str:
     """Kafka's id of ``topic`` (a topic deleted and created again gets a new one), or "" when
-    the broker does not say (then it is not compared)."""
+    the broker does not say."""
     from confluent_kafka import TopicCollection
 
     from kafkaio.clients import admin
 
+    client = admin(conf)  # held until the answer came: a client dropped cancels its requests
     try:
-        found = admin(conf).describe_topics(TopicCollection([topic]), request_timeout=timeout)
-        return str(found[topic].result().topic_id)
-    except Exception:  # an older broker, a denied Describe: the other checks still hold
+        found = client.describe_topics(TopicCollection([topic]), request_timeout=timeout)
+        return str(found[topic].result(timeout=timeout + 5).topic_id)
+    except Exception:  # an older broker, a denied Describe: no snapshot is used
         return ""
 
 

@@ -60,3 +60,21 @@ def put_foreign(checkpoint: str, topic: str = "another-workload") -> None:
                        strategy.partitioner, strategy.num_partitions, sizes))
     assert writer.wait_written(1, 30)
     writer.close()
+
+
+def snapshot_ids(checkpoint: str, strategy: str, partitions: int, topic: str
+                 ) -> tuple[dict[str, int], list[int], list[int]]:
+    """The snapshot in force, checked as a restart checks it: its subscription offsets, the
+    ids of its envelopes and the ids its payloads hold (each partition's, together)."""
+    from app.static.snapshot import verify
+    from geops.strategies import payload
+
+    where = current(checkpoint, timeout=0)
+    snap, why = verify(where.parent, Identity("geops", topic, "", strategy, "kdbtree",
+                                              partitions), {0: 1 << 62})
+    assert snap is not None, why
+    held = set()
+    for pid in snap.files:
+        held.update(payload.decode(snap.path(pid).read_bytes())[0].ids.tolist())
+    return ({str(p): e for p, e in snap.offsets.items()}, snap.envelopes.ids.tolist(),
+            sorted(held))

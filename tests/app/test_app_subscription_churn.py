@@ -41,7 +41,7 @@ from schemas.records import publication_records, subscription_records
 from tests.app.conftest import matches, metrics, run_app
 from tests.app.live import load_subscriptions_only
 from tests.app.replicas import replica_command
-from tests.app.snapshots import FROM_SNAPSHOT, current
+from tests.app.snapshots import FROM_SNAPSHOT, current, snapshot_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -209,6 +209,13 @@ def test_changes_take_effect_per_batch_exactly(strategy, join, kafka_cfg, caplog
     dead = by_schema(kafka_cfg.kafka_client(), kafka_cfg.topic("dead_letter"))["DeadLetter"]
     assert [d["topic"] for d in dead] == [kafka_cfg.topic("subscriptions")] * 2
     assert "distance_m (100) needs detect kinds" in dead[1]["reason"], dead
+    # the snapshot the app kept while the changes came is the set as of its offsets
+    offsets, envelope_ids, payload_ids = snapshot_ids(
+        checkpoint_dir(kafka_cfg), strategy, 8, kafka_cfg.topic("subscriptions"))
+    assert offsets != {"0": len(subs)}, "no change reached the snapshot"
+    at = subscription_set(list(read_to_end(kafka_cfg.kafka_client(),
+                                           kafka_cfg.topic("subscriptions"))), offsets)
+    assert envelope_ids == payload_ids == at.ids.tolist()
     print(f"\n{strategy} {join}: {len(summaries)} batches over {len(versions)} subscription "
           f"versions, {folds} folds; {len(expected)} publications matched")
 

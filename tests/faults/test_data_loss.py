@@ -51,8 +51,11 @@ def test_topic_reset_is_named_then_continue_reads_the_new_log(broker, tmp_path,
     after = workload(32, 200)
     load(cfg, after)
 
-    with caplog.at_level(logging.ERROR, logger="geops.app"):
+    with caplog.at_level(logging.WARNING, logger="geops.app"):
         assert run_app("--strategy", "sPIS") == EXIT_DATA_LOSS
+    # the static side's snapshot is of the topic deleted: another workload, rebuilt
+    (foreign,) = [r.getMessage() for r in caplog.records if "does not match" in r.getMessage()]
+    assert "it was written for topic id " in foreign, foreign
     (message,) = [r.getMessage() for r in caplog.records if r.name == "geops.app"
                   and r.levelno == logging.ERROR]
     assert f"data loss: {prefix}publications[" in message
