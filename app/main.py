@@ -193,14 +193,8 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         events_start = _positions_end(cfg, kafka_conf, topics, feed) if events_on else ""
         spark, watchdog = _start_spark(cfg, feed)
         workers = cfg.view.app.workers or spark.sparkContext.defaultParallelism
-        identity, snapshot = _find_snapshot(cfg, kafka_conf, checkpoint, ends)
-        if snapshot is None:
-            scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark,
-                                                         watchdog)
-            strategy = _layout(cfg, found, scanned_s, workers)
-        else:
-            scan = None
-            found, strategy = _restored_layout(cfg, snapshot, feed, workers)
+        identity, snapshot, scan, found, strategy = _subscriptions(
+            cfg, kafka_conf, checkpoint, ends, feed, spark, watchdog, workers)
         control, epoch, owners = _recover_assignment(cfg, kafka_conf, topics,
                                                      strategy.num_partitions, workers, spark,
                                                      watchdog)
@@ -412,6 +406,22 @@ def _recover_assignment(cfg: Config, kafka_conf: dict[str, str], topics: Topics,
     else:
         epoch, owners = 0, [(w,) for w in initial_assignment(partitions, workers)]
     return control, epoch, owners
+
+
+def _subscriptions(cfg: Config, kafka_conf: dict[str, str], checkpoint: str,
+                   ends: dict[int, int], feed: SubscriptionFeed, spark: Any,
+                   watchdog: Watchdog, workers: int
+                   ) -> tuple[Identity | None, Snapshot | None, Scan | None, SubscriptionSet,
+                              Layout]:
+    """The subscriptions and their layout: from the static side's snapshot when one matches
+    (no scan), else scanned from the topic. (identity of the snapshot kept, the snapshot
+    started from, the scan, the subscriptions, the layout)"""
+    identity, snapshot = _find_snapshot(cfg, kafka_conf, checkpoint, ends)
+    if snapshot is not None:
+        found, strategy = _restored_layout(cfg, snapshot, feed, workers)
+        return identity, snapshot, None, found, strategy
+    scan, found, scanned_s = _scan_subscriptions(cfg, kafka_conf, ends, feed, spark, watchdog)
+    return identity, None, scan, found, _layout(cfg, found, scanned_s, workers)
 
 
 def _find_snapshot(cfg: Config, kafka_conf: dict[str, str], checkpoint: str,

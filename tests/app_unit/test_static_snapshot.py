@@ -159,3 +159,17 @@ def test_a_build_whose_payloads_are_not_there_keeps_no_snapshot(tmp_path):
     assert not writer.wait_written(1, 10)
     writer.close()
     assert verify(root, IDENTITY, {0: 200}) == (None, None)
+
+
+def test_the_shapes_of_fences_that_ask_for_cross_come_from_the_payloads(written):
+    import shapely
+
+    from app.static.snapshot import cross_shapes
+    from geops.model import DetectKind
+
+    writer, _, subs = written
+    snap, _ = verify(writer.root, IDENTITY, {0: 200})
+    asks = [int(snap.envelopes.ids[5]), int(snap.envelopes.ids[150])]
+    snap.detect[[5, 150]] = int(DetectKind.CROSS) | int(DetectKind.ENTER)
+    geom = dict(zip(subs.ids.tolist(), subs.geoms, strict=True))
+    assert cross_shapes(snap) == {i: shapely.to_wkb(geom[i]) for i in asks}
