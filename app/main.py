@@ -234,15 +234,25 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
 
 def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the real-time path (``app.realtime``) until it is stopped or a task fails."""
-    from app.realtime.driver import RealTimeJob, real_time_refusal, slots, task_context
+    from app.realtime.driver import (
+        RealTimeJob,
+        real_time_refusal,
+        slots,
+        state_topic_problem,
+        task_context,
+    )
     from kafkaio.clients import check_reachable
     from kafkaio.errors import KafkaUnavailable
 
     try:
         check_reachable(cfg.kafka_client(), outage_limit=cfg["kafka.outage_limit"])
+        problem = state_topic_problem(cfg)
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
         return exc.exit_code
+    if problem is not None:
+        log.error("%s", problem)
+        return EXIT_FAILED
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
     ready = ready_path(checkpoint_dir(cfg))

@@ -23,6 +23,7 @@ from app.realtime.task import TaskContext, serve
 from config import Config
 from config.exitcodes import EXIT_FAILED, EXIT_OK
 from config.values import parse_bytes
+from kafkaio.topics import create_topics
 from kafkaio.transactions import transactional_id
 
 log = logging.getLogger("geops.app.realtime")
@@ -44,11 +45,25 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
         events=cfg.topic("events") if cfg["app.events"] == "on" else "",
+        object_state=cfg.topic("object_state"),
         object_ttl_ms=int(cfg["app.object_ttl"] * 1000),
         workers=workers,
         starting_offsets=starting_offsets,
         commit_interval_s=COMMIT_INTERVAL_S[cfg["app.delivery"]],
         outage_limit=cfg["kafka.outage_limit"], delivery=cfg["app.delivery"])
+
+
+def state_topic_problem(cfg: Config) -> str | None:
+    """Create the object-state topic (``changelog``) unless it exists, as ``geops topics
+    create`` would; why it cannot be had, in one line, or None. Only an app with geofence
+    events needs it."""
+    if cfg["app.events"] != "on":
+        return None
+    (result,) = create_topics(cfg, ["object_state"])
+    if result.outcome == "failed":
+        return (f"cannot create the object-state topic '{result.name}' that real-time mode "
+                f"keeps its moving objects' states in: {result.detail}")
+    return None
 
 
 def slots(spark: Any) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from app.events_query import Held, bucket_events
+from app.realtime.changelog import Changelog, StateRecord, Tracked
 from schemas.event_encoder import encode_events, pack_strings
 
 
@@ -27,9 +28,31 @@ class TaskEvents:
 
     def __init__(self, fences: Mapping[int, int], ttl_ms: int | None, batch_id: int):
         self.held = Held({i: m for i, m in fences.items() if m})
+        self.held.objects = Tracked()
         self.ttl_ms = ttl_ms
         self.batch_id = batch_id
         self.clock = 0
+        self.partition_of: dict[str, int] = {}  # object -> its publications partition
+
+    def restore(self, states: Mapping[str, tuple], partitions: Mapping[str, int],
+                clock: int) -> None:
+        """Go on from the states a changelog kept (``Changelog.restore``)."""
+        self.held.objects = Tracked(states)
+        self.partition_of = dict(partitions)
+        self.clock = max(self.clock, clock)
+
+    def changed(self, changelog: Changelog) -> list[StateRecord]:
+        """The object-state records of the objects changed since the last call (``changelog``:
+        a ``Changelog``)."""
+        objects = self.held.objects
+        if not objects.changed:
+            return []
+        records = changelog.records(objects, objects.changed, self.partition_of, self.clock)
+        for name in objects.changed:
+            if name not in objects:
+                self.partition_of.pop(name, None)
+        objects.changed = set()
+        return records
 
     def change(self, ids: np.ndarray, masks: np.ndarray) -> None:
         """Subscriptions changed: each id's detect mask now (0: no fence, or deleted)."""
@@ -37,9 +60,11 @@ class TaskEvents:
 
     def events(self, object_ids: np.ndarray, publication_ids: np.ndarray,
                event_times: np.ndarray, hit_counts: np.ndarray, hit_ids: np.ndarray,
-               match_ms: int) -> tuple[list[bytes], list[bytes]]:
+               match_ms: int, partitions: np.ndarray) -> tuple[list[bytes], list[bytes]]:
         """The GeofenceEvent records (keys, values) of one poll's positions; ``hit_ids``: the
-        subscriptions each position matched, ``hit_counts`` of them each, in order."""
+        subscriptions each position matched, ``hit_counts`` of them each, in order;
+        ``partitions``: the publications partition each position came from."""
+        self.partition_of.update(zip(object_ids.tolist(), partitions.tolist(), strict=True))
         if len(event_times):
             self.clock = max(self.clock, int(np.max(event_times)))
         record = {"fences_complete": False, "fence_ids": [], "fence_detect": [],

@@ -5,10 +5,11 @@ Task ``index`` of ``workers`` reads the publications topic's partitions ``p`` wi
 ``starting_offsets``). Each poll's records are decoded together, the bad ones dead-lettered with
 their reason, the rest matched against every subscription (``static_side.WholeStatic``) and
 each matched publication's ``Match`` record produced at once (``linger.ms`` a millisecond, the
-producer idempotent), with the geofence events of the positions among them (``events``). Every
+producer idempotent), with the geofence events of the positions among them (``events``),
+whose objects' states the task first restores from the object-state topic (``changelog``). Every
 ``commit_interval_s`` the task ends a period: its summary on the metrics topic (``period``),
-then its records delivered and its offsets committed, at least once or in one transaction
-(``delivery``).
+the states of the objects that changed, then its records delivered and its offsets committed,
+at least once or in one transaction (``delivery``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shapely
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.faults import FAIL_TASK_VAR, fail_task_once
+from app.realtime.changelog import Changelog
 from app.realtime.delivery import Delivery
 from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
@@ -60,6 +62,7 @@ class TaskContext:
     dead_letter: str
     metrics: str
     events: str                # the events topic; empty: no geofence events
+    object_state: str          # the object-state topic (``changelog``) of the events' objects
     object_ttl_ms: int
     workers: int
     starting_offsets: str      # earliest | latest: where a partition never committed starts
@@ -81,6 +84,12 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
     period = Period()
     codec_ = codec()
     events = (TaskEvents(static.fences, ctx.object_ttl_ms, NO_BATCH) if ctx.events else None)
+    changelog = None
+    if events is not None and owned:
+        changelog = Changelog(ctx.kafka_conf, ctx.object_state, ctx.app_id, ctx.outage_limit)
+        events.restore(*changelog.restore(owned))
+        log.info("real-time task %d: %d objects' states restored", index,
+                 len(events.held.objects))
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
@@ -108,7 +117,7 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
                 positions = _positions(reader)
                 delivery.end(reader, period.summary(ctx.app_id, STRATEGY, index, ctx.workers,
                                                     PARTITIONS, positions, static.offsets()),
-                             positions)
+                             positions, [] if changelog is None else events.changed(changelog))
                 period = Period()
                 last_commit = now
     finally:
@@ -161,6 +170,7 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         np.empty(0, object)
     problems = geometry_problems(geoms)
     good = np.array([p is None for p in problems], bool)
+    parts = np.array([m.partition() for m in msgs], np.int64)[decoded][good]
     dead += [(msgs[decoded[i]], "unreadable WKB geometry" if p == "missing geometry" else p)
              for i, p in enumerate(problems) if p is not None]
     found = static.match(geoms[good])
@@ -176,7 +186,7 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         counts, hit_ids = hits_of(found, moving)
         keys, records = events.events(objects[moving], pubs.ids[good][moving],
                                       pubs.event_times[good][moving], counts, hit_ids,
-                                      match_ms)
+                                      match_ms, parts[moving])
         if records:
             out.send_many(ctx.events, records, keys)
     if dead:
