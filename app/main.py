@@ -241,6 +241,7 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
         state_topic_problem,
         task_context,
     )
+    from app.realtime.idle import Quiet
     from kafkaio.clients import check_reachable
     from kafkaio.errors import KafkaUnavailable
 
@@ -263,8 +264,10 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
         if refused is not None:
             log.error("%s", refused)
             return EXIT_USAGE
-        job = RealTimeJob(spark, task_context(cfg, workers, starting_offsets)).start()
-        return job.wait(_stop_on_signals(), ready)
+        ctx = task_context(cfg, workers, starting_offsets)
+        job = RealTimeJob(spark, ctx).start()
+        return job.wait(_stop_on_signals(), ready, idle_s=cfg["app.stop_after_idle"],
+                        quiet=lambda: Quiet(ctx.kafka_conf, ctx.publications, ctx.group))
     finally:
         ready.unlink(missing_ok=True)
         watchdog.disarm()

@@ -62,12 +62,15 @@ class Delivery:
         return {int(p): int(o) for p, o in summary["source_end_offsets"].items()}
 
     def end(self, reader: Consumer, summary: dict, positions: Mapping[int, int],
-            states: Sequence[StateRecord] = ()) -> None:
-        """End a period: its summary out, its records delivered with the objects' ``states``
-        (in one transaction under exactly-once; after the rest under at-least-once), then the
-        group's offsets committed."""
+            states: Sequence[StateRecord] = (), load: dict | None = None) -> None:
+        """End a period: its ``load`` and summary out, its records delivered with the objects'
+        ``states`` (in one transaction under exactly-once; after the rest under
+        at-least-once), then the group's offsets committed."""
         headers = (Marker(self.txn, MARKER_QUERY, int(summary["batch_id"])).header()
                    if self.exactly_once else None)
+        if load is not None:
+            self.out.send(self.ctx.metrics, codec().encode("PartitionLoad", load),
+                          key=self.ctx.app_id.encode())
         self.out.send(self.ctx.metrics, codec().encode("BatchSummary", summary),
                       key=self.ctx.app_id.encode(), headers=headers)
         if self.exactly_once:

@@ -35,6 +35,7 @@ from app.subscription_scan import DeadRecord
 from geops.model import geometry_problems
 from geops.strategies import BatchMatches
 from kafkaio.clients import consumer, topic_partitions
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.match_encoder import encode_matches
@@ -115,9 +116,11 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
             # counted (at least once, one replayed after a crash counts again)
             if now - last_commit >= (ctx.commit_interval_s if period.records else PERIOD_S):
                 positions = _positions(reader)
-                delivery.end(reader, period.summary(ctx.app_id, STRATEGY, index, ctx.workers,
-                                                    PARTITIONS, positions, static.offsets()),
-                             positions, [] if changelog is None else events.changed(changelog))
+                summary = period.summary(ctx.app_id, STRATEGY, index, ctx.workers, PARTITIONS,
+                                         positions, static.offsets())
+                delivery.end(reader, summary, positions,
+                             [] if changelog is None else events.changed(changelog),
+                             period.load(summary, index) if period.records else None)
                 period = Period()
                 last_commit = now
     finally:
@@ -145,11 +148,28 @@ def _assign(reader: Consumer, ctx: TaskContext, index: int, resume: dict[int, in
     parts = [p for p in topic_partitions(reader, ctx.publications, conf=ctx.kafka_conf)
              if p % ctx.workers == index]
     fresh = OFFSET_BEGINNING if ctx.starting_offsets == "earliest" else OFFSET_END
-    committed = reader.committed([TopicPartition(ctx.publications, p) for p in parts],
-                                 timeout=30)
+    committed = _committed(reader, [TopicPartition(ctx.publications, p) for p in parts],
+                           ctx.outage_limit)
     reader.assign([TopicPartition(ctx.publications, tp.partition, resume.get(
         tp.partition, tp.offset if tp.offset >= 0 else fresh)) for tp in committed])
     return parts
+
+
+def _committed(reader: Consumer, parts: list[TopicPartition], outage_limit: float
+               ) -> list[TopicPartition]:
+    """The group's committed offsets of ``parts``. A partition the group coordinator answered
+    with an error (it was loading, or moved) is asked again: taken as never committed, it
+    would start over at ``starting_offsets`` and answer the whole partition again."""
+    deadline = time.monotonic() + outage_limit
+    while True:
+        got = reader.committed(parts, timeout=30)
+        failed = [tp for tp in got if tp.error is not None]
+        if not failed:
+            return got
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"the committed offsets of {failed[0].topic}"
+                                   f"[{failed[0].partition}]: {failed[0].error}")
+        time.sleep(0.5)
 
 
 def _positions(reader: Consumer) -> dict[int, int]:
@@ -192,7 +212,8 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
     if dead:
         _dead_letters(out, ctx, [DeadRecord(m.topic(), m.partition(), m.offset(), m.key(),
                                             m.value(), reason) for m, reason in dead], codec_)
-    period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began)
+    period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began,
+                    len(found.sub_ids), found.candidates)
 
 
 def hits_of(found: BatchMatches, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

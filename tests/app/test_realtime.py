@@ -21,6 +21,7 @@ from app.main import checkpoint_dir, ready_path
 from config.exitcodes import EXIT_USAGE
 from geops.events import EventEngine
 from geops.model import Publications, Relation, Subscriptions
+from geops.offline import matched_as
 from geops.workload import generate_workload
 from kafkaio.dump import by_schema
 from kafkaio.offsets import read_to_end
@@ -35,6 +36,7 @@ from tests.faults.stack import (
     assert_matches_oracle,
     live_env,
     oracle_of,
+    processed,
     wait_answered,
     wait_for,
     wait_ready,
@@ -114,6 +116,10 @@ def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_
         wait_answered(cfg, oracle, [app])
         assert_matches_oracle(cfg, oracle)  # a repeat is the same answer
         assert failed.exists() and "injected task failure" in app.logs()
+        # the failed task's answers came before it failed; its retry answers its records again
+        # from the start (nothing was committed) and must be done before the subscriptions
+        # change, or it would answer them by the changed ones
+        wait_for("the failed task's retry", lambda: processed(cfg) >= len(first), 120, [app])
 
         # mid-stream: a fifth deleted, a fifth moved, then the sentinel
         ids = w.subscriptions.ids
@@ -156,9 +162,17 @@ def test_real_time_answers_live_follows_changes_and_survives_a_kill(broker, tmp_
         assert {s["join"] for s in summaries} == {"real-time"}
         assert len({s["batch_id"] for s in summaries}) == len(summaries)
         assert any(s["latency_p50_ms"] is not None for s in summaries)
+        # each task's load with it, as a worker's: its share of the time and the items
+        loads = metrics(cfg)["PartitionLoad"]
+        assert {r["worker"] for r in loads} == {0, 1}, loads[:3]
+        by_batch = {r["batch_id"]: r for r in loads}
+        assert all(by_batch[s["batch_id"]]["items"] == s["records"] for s in summaries
+                   if s["records"])
         stats = subprocess.run([sys.executable, "-m", "cli.main", "stats"], env=env,
                                capture_output=True, text=True, timeout=120)
         assert stats.returncode == 0 and "epoch" in stats.stdout, stats.stdout + stats.stderr
+        epoch = stats.stdout.splitlines()[2].split()  # epoch 0: time share, item share
+        assert epoch[0] == "0" and epoch[6] == "/" and epoch[9] == "/", stats.stdout
         assert app.stop() == 0, app.logs()[-3000:]
     finally:
         procs.reap()
@@ -237,7 +251,11 @@ def _across_faults(broker, tmp_path, monkeypatch, prefix: str, delivery: str
     produce_records(cfg.kafka_client(), cfg.topic("subscriptions"), "Subscription",
                     subscription_records(w.subscriptions, w.detect, np.round(w.distance_m, 1)))
     want = _events_oracle(w)
-    oracle = oracle_of(w.subscriptions, w.publications)
+    distance = np.round(w.distance_m, 1)  # as written to the topic
+    as_matched, refused = matched_as(w.subscriptions, w.detect, distance,
+                                     list(range(len(w.subscriptions))))
+    assert not refused
+    oracle = oracle_of(as_matched, w.publications)
     n = len(w.publications)
     first = set(w.publications.ids[:n // 3].tolist())
     procs = Procs(tmp_path / "logs")
