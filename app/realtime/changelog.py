@@ -66,14 +66,18 @@ def encode_state(partition: int, state: Sequence, clock: int) -> bytes:
 class Changelog:
     """The object-state topic of one app: the records a commit writes, and a task's restore."""
 
-    def __init__(self, conf: Mapping[str, str], topic: str, app_id: str, outage_limit: float):
+    def __init__(self, conf: Mapping[str, str], topic: str, app_id: str, outage_limit: float,
+                 partitions: int | None = None):
+        """``partitions``: the topic's count, when known (else Kafka is asked)."""
         self.conf, self.topic, self.app_id = conf, topic, app_id
         self.outage_limit = outage_limit
-        probe = EndOffsets(conf)
-        try:
-            self.partitions = len(probe.partitions(topic))
-        finally:
-            probe.close()
+        if partitions is None:
+            probe = EndOffsets(conf)
+            try:
+                partitions = len(probe.partitions(topic))
+            finally:
+                probe.close()
+        self.partitions = partitions
 
     def records(self, states: Mapping[str, Any], changed: Iterable[str],
                 partition_of: Mapping[str, int], clock: int) -> list[StateRecord]:
@@ -95,24 +99,29 @@ class Changelog:
             ends = probe(self.topic, sorted({p % self.partitions for p in owned}))
         finally:
             probe.close()
-        prefix = f"{self.app_id}/".encode()
-        mine = set(owned)
-        states: dict[str, tuple] = {}
-        parts: dict[str, int] = {}
-        clock = 0
-        for msg in read_between(self.conf, self.topic, {}, ends, self.outage_limit):
-            key = msg.key() or b""
-            if not key.startswith(prefix):
-                continue
-            name = key[len(prefix):].decode()
-            value = msg.value()
-            if value is None:
-                states.pop(name, None)
-                parts.pop(name, None)
-                continue
-            part, last, ids, since, at = json.loads(value)
-            if part in mine:
-                states[name] = (last, tuple(ids), tuple(since))
-                parts[name] = part
-                clock = max(clock, at)
-        return states, parts, clock
+        return replay(((m.key(), m.value()) for m in read_between(
+            self.conf, self.topic, {}, ends, self.outage_limit)), self.app_id, owned)
+
+
+def replay(records: Iterable[tuple[bytes | None, bytes | None]], app_id: str,
+           owned: Sequence[int]) -> tuple[dict[str, tuple], dict[str, int], int]:
+    """``Changelog.restore`` of object-state records (key, value) in the topic's order."""
+    prefix = f"{app_id}/".encode()
+    mine = set(owned)
+    states: dict[str, tuple] = {}
+    parts: dict[str, int] = {}
+    clock = 0
+    for key, value in records:
+        if not (key or b"").startswith(prefix):
+            continue
+        name = key[len(prefix):].decode()
+        if value is None:
+            states.pop(name, None)
+            parts.pop(name, None)
+            continue
+        part, last, ids, since, at = json.loads(value)
+        if part in mine:
+            states[name] = (last, tuple(ids), tuple(since))
+            parts[name] = part
+            clock = max(clock, at)
+    return states, parts, clock

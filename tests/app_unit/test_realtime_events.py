@@ -1,15 +1,18 @@
 """The real-time task's events, pure: positions matched against every subscription held in one
 place (as a real-time task holds them), a few at a time in stream order, give the events of
 ``geops.events.EventEngine`` (the engine of ``geops match --events``), distance fences and
-fence changes included."""
+fence changes included; a task started again from its changelog's records goes on with the
+same events."""
 
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 import pytest
 
+from app.realtime.changelog import Changelog, replay
 from app.realtime.events import TaskEvents
 from app.realtime.task import hits_of
 from geops.events import EventEngine
@@ -19,6 +22,7 @@ from geops.workload import generate_workload
 from schemas import codec
 
 DAY_MS = 86_400_000  # a TTL no position of the workload outlives
+PARTS = 4  # publications partitions; the object-state topic has 3, so they share some
 
 
 def test_hits_of_gives_each_rows_matches_in_order():
@@ -54,9 +58,16 @@ def test_task_events_equal_the_oracle_engine_poll_by_poll(poll):
     engine = EventEngine(DAY_MS)
     assert not any(engine.set_fences(subs.ids, subs.geoms, detect, distance))
     pubs, objects = w.publications, np.asarray(w.object_ids, object)
+    parts = np.array([zlib.crc32(o.encode()) % PARTS for o in objects.tolist()], np.int64)
+    changelog = Changelog({}, "object-state", "app", 0.0, partitions=3)
+    written: list = []
     half = len(pubs) // 2
     got, want = [], []
     for lo in range(0, len(pubs), poll):
+        if lo <= len(pubs) // 3 < lo + poll:  # started again from what its changelog holds
+            fences = dict(zip(subs.ids.tolist(), detect.tolist(), strict=True))
+            task = TaskEvents(fences, DAY_MS, -1)
+            task.restore(*replay([(k, v) for _, k, v in written], "app", range(PARTS)))
         if lo <= half < lo + poll:  # fences change between two polls: a fifth stop detecting
             gone = subs.ids[np.flatnonzero(detect)[::5]]
             task.change(gone, np.zeros(len(gone), np.uint8))
@@ -67,8 +78,13 @@ def test_task_events_equal_the_oracle_engine_poll_by_poll(poll):
         found = runner.match(rows, pubs.geoms[rows])
         counts, ids = hits_of(found, rows)
         _, values = task.events(objects[rows], pubs.ids[rows], pubs.event_time[rows], counts,
-                                ids, 0)
+                                ids, 0, parts[rows])
         got += _decoded(values)
+        records = task.changed(changelog)
+        if not lo <= half < lo + poll:  # the objects of this poll, each once, where it goes
+            assert sorted((p, k) for p, k, _ in records) == sorted(
+                {(int(parts[r]) % 3, f"app/{objects[r]}".encode()) for r in rows.tolist()})
+        written += records
         for k in rows.tolist():
             want += [tuple(json.loads(e.to_json()).get(f) for f in
                            ("object_id", "subscription_id", "kind", "publication_id",
@@ -77,3 +93,18 @@ def test_task_events_equal_the_oracle_engine_poll_by_poll(poll):
                                              pubs.event_time[k:k + 1], pubs.geoms[k:k + 1])]
     assert len(want) > 100
     assert sorted(got, key=str) == sorted(want, key=str)
+
+
+def test_a_restore_keeps_the_objects_of_the_tasks_partitions_and_forgets_tombstones():
+    states = {"a": (5, (1, 2), (0, 0)), "b": (7, (), ()), "c": (9, (3,), (0,))}
+    parts = {"a": 0, "b": 1, "c": 2}
+    task = TaskEvents({1: 1, 2: 1, 3: 1}, DAY_MS, -1)
+    task.restore(states, parts, 9)
+    assert task.changed(Changelog({}, "t", "app", 0.0, partitions=2)) == []  # restored: clean
+    task.held.objects.pop("c")  # the TTL expired it
+    records = task.changed(Changelog({}, "t", "app", 0.0, partitions=2))
+    assert records == [(0, b"app/c", None)] and "c" not in task.partition_of
+    written = Changelog({}, "t", "app", 0.0, partitions=2).records(states, ["a", "b"], parts, 9)
+    log = [(k, v) for _, k, v in written] + [(b"other/a", b"[0,1,[],[],1]")]
+    assert replay(log, "app", [0]) == ({"a": (5, (1, 2), (0, 0))}, {"a": 0}, 9)
+    assert replay([*log, (b"app/a", None)], "app", [0, 1]) == ({"b": (7, (), ())}, {"b": 1}, 9)
