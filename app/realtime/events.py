@@ -8,19 +8,28 @@ intersects), as in the micro-batch path's events query, and the events follow by
 and code (``app.events_query.bucket_events`` over ``geops.events``): enter, exit, inside,
 outside, positions out of order dropped, fences that change forgotten by the objects that were
 in them, objects unseen for the TTL expired once the task's clock (the latest event time of its
-positions) passes it. The state lives in the task: a restarted task begins without it (the
-objects' next positions start them afresh).
+positions) passes it. The task also remembers each object's publications partition and which
+objects changed since its last commit (``changed``): what that commit writes to the
+object-state topic (``changelog``), from which a task started again restores the states
+(``restore``).
+
+A task holds every object seen within the TTL, and each poll may expire some: rather than look
+at every object each poll, the task keeps them in a heap by last event time (``_due``); the
+entries of an object seen again since are left in place and skipped when they come up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from app.events_query import Held, bucket_events
 from app.realtime.changelog import Changelog, StateRecord, Tracked
 from schemas.event_encoder import encode_events, pack_strings
+
+STALE_MIN = 1024  # stale heap entries kept at the least before the heap is built anew
 
 
 class TaskEvents:
@@ -33,6 +42,8 @@ class TaskEvents:
         self.batch_id = batch_id
         self.clock = 0
         self.partition_of: dict[str, int] = {}  # object -> its publications partition
+        self._seen: list[tuple[int, str]] = []  # heap of (last event time, object)
+        self._polled: list[str] = []  # the objects of the poll being taken
 
     def restore(self, states: Mapping[str, tuple], partitions: Mapping[str, int],
                 clock: int) -> None:
@@ -40,6 +51,7 @@ class TaskEvents:
         self.held.objects = Tracked(states)
         self.partition_of = dict(partitions)
         self.clock = max(self.clock, clock)
+        self._index(())
 
     def changed(self, changelog: Changelog) -> list[StateRecord]:
         """The object-state records of the objects changed since the last call (``changelog``:
@@ -72,7 +84,9 @@ class TaskEvents:
                   "event_times": event_times, "hit_counts": hit_counts, "hit_ids": hit_ids,
                   "hit_width": 0, "clock": self.clock, "match_time": match_ms,
                   "batch_id": self.batch_id}
-        cols = bucket_events(self.held, [record], self.ttl_ms)
+        self._polled = record["object_ids"]
+        cols = bucket_events(self.held, [record], self.ttl_ms, self._due)
+        self._index(self._polled)
         if not len(cols["kind"]):
             return [], []
         keys = pack_strings(cols["object_id"].tolist())
@@ -80,3 +94,29 @@ class TaskEvents:
                                ~cols["expired"], cols["publication_id"], cols["event_time"],
                                cols["match_time"], cols["batch_id"])
         return keys.split(), values.split()
+
+    def _index(self, names: Iterable[str]) -> None:
+        """Put ``names``' states in the heap; all of them anew (``names`` empty, or stale
+        entries outnumber the objects)."""
+        objects = self.held.objects
+        if not names or len(self._seen) > 2 * len(objects) + STALE_MIN:
+            self._seen = [(int(st[0]), name) for name, st in objects.items()]
+            heapq.heapify(self._seen)
+            return
+        for name in set(names):
+            st = objects.get(name)
+            if st is not None:
+                heapq.heappush(self._seen, (int(st[0]), name))
+
+    def _due(self, before: int) -> list[str]:
+        """The held objects last seen before ``before`` (``bucket_events``' ``due``): those
+        of the heap, and those of the poll being taken, not in the heap yet."""
+        objects = self.held.objects
+        due: set[str] = set()
+        while self._seen and self._seen[0][0] < before:
+            last, name = heapq.heappop(self._seen)
+            st = objects.get(name)
+            if st is not None and st[0] == last:
+                due.add(name)
+        due.update(n for n in self._polled if n in objects and objects[n][0] < before)
+        return list(due)

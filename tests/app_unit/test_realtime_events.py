@@ -108,3 +108,41 @@ def test_a_restore_keeps_the_objects_of_the_tasks_partitions_and_forgets_tombsto
     log = [(k, v) for _, k, v in written] + [(b"other/a", b"[0,1,[],[],1]")]
     assert replay(log, "app", [0]) == ({"a": (5, (1, 2), (0, 0))}, {"a": 0}, 9)
     assert replay([*log, (b"app/a", None)], "app", [0, 1]) == ({"b": (7, (), ())}, {"b": 1}, 9)
+
+
+@pytest.mark.parametrize("poll", [1, 13])
+def test_expiry_by_the_heap_equals_a_look_at_every_object(poll):
+    """Objects unseen for the TTL expire on the same poll whether the task finds them in its
+    heap by last event time or looks at each one, positions out of order and a restore from
+    the changelog mid-stream included."""
+    w = generate_workload(seed=9, objects=60, subscriptions=300, publications=1_800,
+                          interval_ms=1_000)
+    subs, detect, distance = w.subscriptions, w.detect, np.round(w.distance_m, 1)
+    fenced, _ = matched_as(subs, detect, distance, list(range(len(subs))))
+    runner = LocalRunner(build_strategy("sPIS", fenced, 1))
+    fences = dict(zip(subs.ids.tolist(), detect.tolist(), strict=True))
+    pubs, objects = w.publications, np.asarray(w.object_ids, object)
+    rng = np.random.default_rng(1)
+    times = pubs.event_time + rng.integers(-3_000, 3_000, len(pubs))  # some out of order
+    # every fifth object pauses for a while: the TTL (20 s) expires it before it goes on
+    times = times + np.where(np.isin(objects, objects[:60:5]), (np.arange(len(pubs)) > 900)
+                             * 60_000, 0)
+    heap, scan = TaskEvents(fences, 20_000, -1), TaskEvents(fences, 20_000, -1)
+    scan._due = None  # bucket_events looks at every held object
+    changelog = Changelog({}, "object-state", "app", 0.0, partitions=2)
+    written: list = []
+    got: dict[str, list] = {"heap": [], "scan": []}
+    for lo in range(0, len(pubs), poll):
+        if lo <= len(pubs) // 2 < lo + poll:
+            heap = TaskEvents(fences, 20_000, -1)
+            heap.restore(*replay([(k, v) for _, k, v in written], "app", [0]))
+        rows = np.arange(lo, min(lo + poll, len(pubs)))
+        found = runner.match(rows, pubs.geoms[rows])
+        counts, ids = hits_of(found, rows)
+        for name, task in (("heap", heap), ("scan", scan)):
+            _, values = task.events(objects[rows], pubs.ids[rows], times[rows], counts, ids,
+                                    0, np.zeros(len(rows), np.int64))
+            got[name] += _decoded(values)
+        written += heap.changed(changelog)
+    assert got["heap"] == got["scan"]
+    assert sum(e[5] == "expired" for e in got["scan"]) > 5
