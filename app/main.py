@@ -252,15 +252,26 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
 
 def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
     """Run the real-time path (``app.realtime``) until it is stopped or a task fails."""
-    from app.realtime.driver import RealTimeJob, real_time_refusal, slots, task_context
+    from app.realtime.driver import (
+        RealTimeJob,
+        real_time_refusal,
+        slots,
+        state_topic_problem,
+        task_context,
+    )
+    from app.realtime.idle import Quiet
     from kafkaio.clients import check_reachable
     from kafkaio.errors import KafkaUnavailable
 
     try:
         check_reachable(cfg.kafka_client(), outage_limit=cfg.view.kafka.outage_limit)
+        problem = state_topic_problem(cfg)
     except KafkaUnavailable as exc:
         log.error("%s", one_line(exc))
         return exc.exit_code
+    if problem is not None:
+        log.error("%s", problem)
+        return EXIT_FAILED
     spark = _session(cfg)
     watchdog = _watch(spark, cfg)
     ready = ready_path(checkpoint_dir(cfg))
@@ -271,8 +282,10 @@ def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
         if refused is not None:
             log.error("%s", refused)
             return EXIT_USAGE
-        job = RealTimeJob(spark, task_context(cfg, workers, starting_offsets)).start()
-        return job.wait(_stop_on_signals(), ready)
+        ctx = task_context(cfg, workers, starting_offsets)
+        job = RealTimeJob(spark, ctx).start()
+        return job.wait(_stop_on_signals(), ready, idle_s=cfg.view.app.stop_after_idle,
+                        quiet=lambda: Quiet(ctx.kafka_conf, ctx.publications, ctx.group))
     finally:
         ready.unlink(missing_ok=True)
         watchdog.disarm()

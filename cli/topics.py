@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     create = actions.add_parser(
         "create", help="create every configured topic unless it exists",
         description="Create publications, subscriptions (compacted), matches, metrics, control "
-                    "(compacted), dead-letter and distributor-status topics. Existing topics "
+                    "(compacted), dead-letter, distributor-status, events, object-positions "
+                    "and object-state (compacted) topics. Existing topics "
                     "are left as they are.")
     config.add_arguments(create, ["kafka", "state", "topics", "topic-partitions"])
     create.set_defaults(func=_create)

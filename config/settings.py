@@ -37,7 +37,7 @@ from config.values import (
 )
 
 TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status",
-          "events", "positions")
+          "events", "positions", "object_state")
 
 MAX_PORT = 65535
 MAX_INT32 = 2**31 - 1      # Kafka's partition count, Avro int fields (P, W in the metrics)

@@ -30,6 +30,7 @@ class TopicsSettings:
     status: TopicSettings
     events: TopicSettings
     positions: TopicSettings
+    object_state: TopicSettings
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -169,18 +169,19 @@ class Held:
         return shapes
 
 
-def bucket_events(held: Held, records: list[dict], ttl_ms: int | None
-                  ) -> dict[str, np.ndarray]:
+def bucket_events(held: Held, records: list[dict], ttl_ms: int | None,
+                  due: Callable[[int], Iterable[str]] | None = None) -> dict[str, np.ndarray]:
     """The events (columns ``EVENT_COLUMNS``; a publication id of an expiry is of no meaning,
     its reason says so) of a bucket's ``ObjectPositions`` records, taken in batch order: each
-    one's fence change, its positions, then the objects its clock expires; ``held`` is
-    updated."""
+    one's fence change, its positions, then the objects its clock expires (``due``: the held
+    objects last seen before a time, for a caller that indexes them; else every object is
+    looked at); ``held`` is updated."""
     parts: list[tuple[EventColumns, dict]] = []
     for rec in sorted(records, key=lambda r: r["batch_id"]):
         held.change_fences(rec["fences_complete"], rec["fence_ids"], rec["fence_detect"],
                            rec.get("fence_shapes"))
         parts.append((_positions(held, rec, ttl_ms), rec))
-        parts.append((_expire(held, rec, ttl_ms), rec))
+        parts.append((_expire(held, rec, ttl_ms, due), rec))
     cols = EventColumns.concat([c for c, _ in parts])
     return {"object_id": cols.object_id, "subscription_id": cols.subscription_id,
             "kind": cols.kind.astype(np.int32),
@@ -225,7 +226,8 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     return events
 
 
-def _expire(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
+def _expire(held: Held, rec: dict, ttl_ms: int | None,
+            due: Callable[[int], Iterable[str]] | None = None) -> EventColumns:
     """The expiry exits of the bucket's objects unseen since before the stream's clock minus
     the TTL (``EventEngine.expire``: exact when event times across objects are ordered within
     the TTL); they are forgotten."""
@@ -234,7 +236,9 @@ def _expire(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
         return EventColumns.of(())
     events = []
     fences = held.table()
-    for name in sorted(n for n, st in held.objects.items() if st[0] + ttl_ms < held.clock):
+    names = (due(held.clock - ttl_ms) if due is not None else
+             (n for n, st in held.objects.items() if st[0] + ttl_ms < held.clock))
+    for name in sorted(names):
         _, found = expire_state(held.objects.pop(name), name, fences, ttl_ms, held.clock)
         events += found
     return EventColumns.of(events)

@@ -3,9 +3,11 @@
 The job has one task per worker (``app.workers``, default the cluster's cores); each runs
 ``task.serve`` until the job is cancelled. A long-running task holds its slot for good, so the
 app refuses to start when Spark offers fewer slots than workers (one line: how many it needs and
-has). SIGTERM or SIGINT cancels the job: the tasks stop where they are, and a restart replays
-what they answered after their last commit (at least once). A task that fails ends the job;
-the app then ends with exit code 1 and the task's error in one line.
+has). SIGTERM or SIGINT cancels the job, as does ``app.stop_after_idle`` once the
+publications are all answered and none arrived for that long (``idle``): the tasks stop where
+they are, and a restart replays what they answered after their last commit (at least once). A
+task that fails ends the job; the app then ends with exit code 1 and the task's error in one
+line.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from app.executors import executor_cores
+from app.realtime.idle import Quiet
 from app.realtime.sizing import static_side_bytes, task_bytes
 from app.realtime.task import TaskContext, serve
 from config import Config
 from config.exitcodes import EXIT_FAILED, EXIT_OK
 from config.values import parse_bytes, parse_duration
+from kafkaio.topics import create_topics
 from kafkaio.transactions import transactional_id
 
 log = logging.getLogger("geops.app.realtime")
@@ -45,11 +49,25 @@ def task_context(cfg: Config, workers: int, starting_offsets: str) -> TaskContex
         subscriptions=cfg.topic("subscriptions"), matches=cfg.topic("matches"),
         dead_letter=cfg.topic("dead_letter"), metrics=cfg.topic("metrics"),
         events=cfg.topic("events") if cfg.view.app.events == "on" else "",
+        object_state=cfg.topic("object_state"),
         object_ttl_ms=int(cfg.view.app.object_ttl * 1000),
         workers=workers,
         starting_offsets=starting_offsets,
         commit_interval_s=COMMIT_INTERVAL_S[cfg.view.app.delivery],
         outage_limit=cfg.view.kafka.outage_limit, delivery=cfg.view.app.delivery)
+
+
+def state_topic_problem(cfg: Config) -> str | None:
+    """Create the object-state topic (``changelog``) unless it exists, as ``geops topics
+    create`` would; why it cannot be had, in one line, or None. Only an app with geofence
+    events needs it."""
+    if cfg.view.app.events != "on":
+        return None
+    (result,) = create_topics(cfg, ["object_state"])
+    if result.outcome == "failed":
+        return (f"cannot create the object-state topic '{result.name}' that real-time mode "
+                f"keeps its moving objects' states in: {result.detail}")
+    return None
 
 
 def slots(spark: Any, wanted: int = 0) -> int:
@@ -135,27 +153,43 @@ class RealTimeJob:
         return False
 
     def wait(self, stopping: list[int], ready: Path,
-             sleep: Callable[[float], None] = time.sleep) -> int:
-        """Until a signal asks to stop or the job ends; the exit code."""
+             sleep: Callable[[float], None] = time.sleep, idle_s: float = 0.0,
+             quiet: Callable[[], Quiet] | None = None) -> int:
+        """Until a signal asks to stop, the app was quiet for ``idle_s`` (0: never; ``quiet``
+        makes what tells, once the tasks run) or the job ends; the exit code."""
         marked = False
-        while not self._done.is_set():
-            if stopping:
-                log.info("stopping the real-time tasks")
-                self.spark.sparkContext.cancelJobGroup(JOB_GROUP)
-                self._done.wait(60)
-                return EXIT_OK
-            if not marked and self.running():
-                ready.parent.mkdir(parents=True, exist_ok=True)
-                ready.write_text(str(os.getpid()))
-                log.info("streaming from '%s' in real time: %d tasks answer as records arrive",
-                         self.ctx.publications, self.ctx.workers)
-                log.info("ready: the real-time tasks have started and take publications")
-                marked = True
-            sleep(0.2)
+        watch: Quiet | None = None
+        try:
+            while not self._done.is_set():
+                if watch is not None and watch.seconds() >= idle_s:
+                    log.info("no input for %.0f s; stopping", idle_s)
+                    stopping.append(0)
+                if stopping:
+                    log.info("stopping the real-time tasks")
+                    self.spark.sparkContext.cancelJobGroup(JOB_GROUP)
+                    self._done.wait(60)
+                    return EXIT_OK
+                if not marked and self.running():
+                    self._ready(ready)
+                    marked = True
+                    if idle_s and quiet is not None:
+                        watch = quiet()
+                sleep(0.2)
+        finally:
+            if watch is not None:
+                watch.close()
         if self.error is not None:
             log.error("a real-time task failed: %s", _first_line(self.error))
             return EXIT_FAILED
         return EXIT_OK
+
+    def _ready(self, ready: Path) -> None:
+        """Mark the tasks running: the ready file, and the log lines that say so."""
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        ready.write_text(str(os.getpid()))
+        log.info("streaming from '%s' in real time: %d tasks answer as records arrive",
+                 self.ctx.publications, self.ctx.workers)
+        log.info("ready: the real-time tasks have started and take publications")
 
 
 def _first_line(text: str) -> str:

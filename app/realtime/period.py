@@ -9,6 +9,12 @@ app. Such a summary covers one task's partitions: ``source_end_offsets`` names o
 and the app's life (``period_id``). ``duration_ms`` is the time the task spent answering in the
 period (a load, not a wait), and the latency is each matched publication's, from its event time
 to the moment its ``Match`` was produced.
+
+The task's load goes with it as a ``PartitionLoad`` of the same ``batch_id`` (``load``), as a
+micro-batch join task reports each partition's: every task holds the whole static side, which
+is the one partition 0 owned by every worker (the summary's ``replicas`` say so), and the task
+is its worker, so per-worker shares of items and time, and their MLDC, read as a replicated
+partition's do in ``geops stats``, ``stats --follow`` and the dashboard.
 """
 
 from __future__ import annotations
@@ -41,14 +47,19 @@ class Period:
     records: int = 0
     dead: int = 0
     matched: int = 0
+    pairs: int = 0             # (publication, subscription) matches
+    candidates: int = 0        # pairs the matcher refined
     busy_s: float = 0.0
     event_ms: list[np.ndarray] = field(default_factory=list)
     match_ms: list[np.ndarray] = field(default_factory=list)
 
     def answered(self, records: int, dead: int, event_ms: np.ndarray, match_ms: int,
-                 busy_s: float) -> None:
-        """One poll's records answered: ``event_ms`` of those matched, at ``match_ms``."""
+                 busy_s: float, pairs: int = 0, candidates: int = 0) -> None:
+        """One poll's records answered: ``event_ms`` of those matched, at ``match_ms``, with
+        their ``pairs`` found among ``candidates``."""
         self.records += records
+        self.pairs += pairs
+        self.candidates += candidates
         self.dead += dead
         self.matched += len(event_ms)
         self.busy_s += busy_s
@@ -72,7 +83,17 @@ class Period:
             "latency_p50_ms": p50, "latency_p99_ms": p99,
             "source_end_offsets": {str(p): int(o) for p, o in positions.items()},
             "subscription_offsets": {str(p): int(o) for p, o in subscriptions.items()},
-            "replicas": []}
+            "replicas": ([{"partition": 0, "workers": list(range(workers))}] if workers > 1
+                         else [])}
+
+    def load(self, summary: Mapping[str, Any], index: int) -> dict[str, Any]:
+        """The PartitionLoad record of task ``index``'s period, whose summary is ``summary``:
+        the whole static side (partition 0) in this task (worker ``index``)."""
+        return {"app_id": summary["app_id"], "batch_id": summary["batch_id"],
+                "epoch": summary["epoch"], "partition": 0, "worker": index,
+                "items": self.records, "processing_ns": int(self.busy_s * 1e9),
+                "candidates": self.candidates, "matches": self.pairs, "index_builds": 0,
+                "static_bytes": 0, "build_ns": 0, "time": summary["end_time"]}
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

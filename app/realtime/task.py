@@ -5,10 +5,11 @@ Task ``index`` of ``workers`` reads the publications topic's partitions ``p`` wi
 ``starting_offsets``). Each poll's records are decoded together, the bad ones dead-lettered with
 their reason, the rest matched against every subscription (``static_side.WholeStatic``) and
 each matched publication's ``Match`` record produced at once (``linger.ms`` a millisecond, the
-producer idempotent), with the geofence events of the positions among them (``events``). Every
+producer idempotent), with the geofence events of the positions among them (``events``),
+whose objects' states the task first restores from the object-state topic (``changelog``). Every
 ``commit_interval_s`` the task ends a period: its summary on the metrics topic (``period``),
-then its records delivered and its offsets committed, at least once or in one transaction
-(``delivery``).
+the states of the objects that changed, then its records delivered and its offsets committed,
+at least once or in one transaction (``delivery``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shapely
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from app.faults import FAIL_TASK_VAR, fail_task_once
+from app.realtime.changelog import Changelog
 from app.realtime.delivery import Delivery
 from app.realtime.events import TaskEvents
 from app.realtime.period import PERIOD_S, Period
@@ -33,6 +35,7 @@ from app.subscriptions.scan import DeadRecord
 from geops.model import geometry_problems
 from geops.strategies import BatchMatches
 from kafkaio.clients import consumer, topic_partitions
+from kafkaio.errors import KafkaUnavailable
 from kafkaio.sender import Sender
 from schemas import codec
 from schemas.match_encoder import encode_matches
@@ -60,6 +63,7 @@ class TaskContext:
     dead_letter: str
     metrics: str
     events: str                # the events topic; empty: no geofence events
+    object_state: str          # the object-state topic (``changelog``) of the events' objects
     object_ttl_ms: int
     workers: int
     starting_offsets: str      # earliest | latest: where a partition never committed starts
@@ -82,6 +86,12 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
     codec_ = codec()
     events = (TaskEvents(static.fences, ctx.object_ttl_ms, NO_BATCH, static.cross_shapes)
               if ctx.events else None)
+    changelog = None
+    if events is not None and owned:
+        changelog = Changelog(ctx.kafka_conf, ctx.object_state, ctx.app_id, ctx.outage_limit)
+        events.restore(*changelog.restore(owned))
+        log.info("real-time task %d: %d objects' states restored", index,
+                 len(events.held.objects))
     if index == 0:
         _dead_letters(out, ctx, static.dead, codec_)
     static.dead.clear()
@@ -107,9 +117,11 @@ def serve(index: int, ctx: TaskContext, _rows: Iterable[Any] = ()) -> Iterator[i
             # counted (at least once, one replayed after a crash counts again)
             if now - last_commit >= (ctx.commit_interval_s if period.records else PERIOD_S):
                 positions = _positions(reader)
-                delivery.end(reader, period.summary(ctx.app_id, STRATEGY, index, ctx.workers,
-                                                    PARTITIONS, positions, static.offsets()),
-                             positions)
+                summary = period.summary(ctx.app_id, STRATEGY, index, ctx.workers, PARTITIONS,
+                                         positions, static.offsets())
+                delivery.end(reader, summary, positions,
+                             [] if changelog is None else events.changed(changelog),
+                             period.load(summary, index) if period.records else None)
                 period = Period()
                 last_commit = now
     finally:
@@ -137,11 +149,28 @@ def _assign(reader: Consumer, ctx: TaskContext, index: int, resume: dict[int, in
     parts = [p for p in topic_partitions(reader, ctx.publications, conf=ctx.kafka_conf)
              if p % ctx.workers == index]
     fresh = OFFSET_BEGINNING if ctx.starting_offsets == "earliest" else OFFSET_END
-    committed = reader.committed([TopicPartition(ctx.publications, p) for p in parts],
-                                 timeout=30)
+    committed = _committed(reader, [TopicPartition(ctx.publications, p) for p in parts],
+                           ctx.outage_limit)
     reader.assign([TopicPartition(ctx.publications, tp.partition, resume.get(
         tp.partition, tp.offset if tp.offset >= 0 else fresh)) for tp in committed])
     return parts
+
+
+def _committed(reader: Consumer, parts: list[TopicPartition], outage_limit: float
+               ) -> list[TopicPartition]:
+    """The group's committed offsets of ``parts``. A partition the group coordinator answered
+    with an error (it was loading, or moved) is asked again: taken as never committed, it
+    would start over at ``starting_offsets`` and answer the whole partition again."""
+    deadline = time.monotonic() + outage_limit
+    while True:
+        got = reader.committed(parts, timeout=30)
+        failed = [tp for tp in got if tp.error is not None]
+        if not failed:
+            return got
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"the committed offsets of {failed[0].topic}"
+                                   f"[{failed[0].partition}]: {failed[0].error}")
+        time.sleep(0.5)
 
 
 def _positions(reader: Consumer) -> dict[int, int]:
@@ -162,6 +191,7 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         np.empty(0, object)
     problems = geometry_problems(geoms)
     good = np.array([p is None for p in problems], bool)
+    parts = np.array([m.partition() for m in msgs], np.int64)[decoded][good]
     dead += [(msgs[decoded[i]], "unreadable WKB geometry" if p == "missing geometry" else p)
              for i, p in enumerate(problems) if p is not None]
     found = static.match(geoms[good])
@@ -177,13 +207,14 @@ def answer(msgs: list[Any], static: WholeStatic, out: Sender, ctx: TaskContext,
         counts, hit_ids = hits_of(found, moving)
         keys, records = events.events(objects[moving], pubs.ids[good][moving],
                                       pubs.event_times[good][moving], counts, hit_ids,
-                                      match_ms, geoms[good][moving])
+                                      match_ms, parts[moving], geoms[good][moving])
         if records:
             out.send_many(ctx.events, records, keys)
     if dead:
         _dead_letters(out, ctx, [DeadRecord(m.topic(), m.partition(), m.offset(), m.key(),
                                             m.value(), reason) for m, reason in dead], codec_)
-    period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began)
+    period.answered(len(msgs), len(dead), times, match_ms, time.perf_counter() - began,
+                    len(found.sub_ids), found.candidates)
 
 
 def hits_of(found: BatchMatches, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

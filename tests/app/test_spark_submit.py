@@ -3,7 +3,9 @@
 The command is taken from the page itself, so the page cannot drift from what works: Spark
 resolves the pinned Kafka connector with Ivy (the local Maven repository first, where the
 project's JVM artifacts are, then Maven Central), the driver is not started by `geops app`
-(the app says so), and the app reads a live stream to its end with the oracle's matches.
+(the app says so), and the app reads a live stream to its end with the oracle's matches, in
+either mode (real-time mode reads Kafka with its own consumers: the connector is resolved but
+not used).
 """
 
 from __future__ import annotations
@@ -45,15 +47,16 @@ def test_the_documented_connector_is_the_pinned_one():
     assert pinned == pyspark.__version__
 
 
+@pytest.mark.parametrize("mode", ["micro-batch", "real-time"])
 def test_spark_submit_with_packages_reads_a_live_stream(workload, kafka_cfg, geops_env,
-                                                        tmp_path):
+                                                        tmp_path, mode):
     load_subscriptions_only(kafka_cfg, workload.subs)
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     words = documented_command()
     words[0] = str(SPARK_BIN / "spark-submit")
     words[words.index("app/main.py")] = str(ROOT / "app" / "main.py")
     cmd = [*words, "--workers", "2", "--partitions", "8", "--stop-after-idle", "4s",
-           "--delivery", "exactly-once"]
+           "--delivery", "exactly-once", "--mode", mode]
     env = {**os.environ, **geops_env, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
     log = tmp_path / "spark-submit.log"
@@ -66,4 +69,4 @@ def test_spark_submit_with_packages_reads_a_live_stream(workload, kafka_cfg, geo
     assert "spark-sql-kafka-0-10_2.13" in text and "resolving dependencies" in text, \
         "Spark did not resolve the connector from --packages"
     assert "the driver JVM was not started by `geops app`" in text
-    assert_exactly_once(kafka_cfg, workload.oracle)
+    assert_exactly_once(kafka_cfg, workload.oracle, batches=mode == "micro-batch")
