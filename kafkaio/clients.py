@@ -203,9 +203,12 @@ def check_reachable(conf: Mapping[str, str], timeout: float = 10.0,
     servers = str(conf.get("bootstrap.servers") or "")
     protocol = str(conf.get("security.protocol", "plaintext"))
     started = time.monotonic()
+    # the other failures' ``timeout`` counts from the last silence: a broker that answers again
+    # after a pause gets its time to serve the client's requests
+    since = started
     outage: Outage | None = None
     while True:  # short requests, so refused credentials or TLS end the wait at once
-        step = max(min(_PROBE_STEP_S, started + timeout - time.monotonic()), 0.05)
+        step = max(min(_PROBE_STEP_S, since + timeout - time.monotonic()), 0.05)
         try:
             client.list_topics(timeout=_PROBE_STEP_S if outage is not None else step)
             if outage is not None:
@@ -226,8 +229,9 @@ def check_reachable(conf: Mapping[str, str], timeout: float = 10.0,
                             "it up to the outage limit of %.0f s (kafka.outage_limit / "
                             "--outage-limit)", servers, outage_limit)
             outage.failed(f"connecting: it {Listener.SILENT.value}", silent_since=started)
+            since = time.monotonic()
             continue
-        if time.monotonic() - started >= timeout:
+        if time.monotonic() - since >= timeout:
             raise KafkaUnavailable(_unreachable(last, servers, protocol, met, timeout))
 
 

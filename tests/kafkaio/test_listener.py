@@ -4,6 +4,7 @@ frozen broker, a TLS listener, a plaintext Kafka broker and a closed port do; an
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -145,3 +146,27 @@ def test_a_listener_whose_backlog_is_full_is_silent_not_refused(serve):
         for sock in held:
             sock.close()
     assert probe(address, "plaintext", timeout=0.3) is Listener.SILENT
+
+
+def test_a_listener_that_answers_again_after_silence_gets_its_time(serve):
+    """A paused broker thawed: the time a listener that answers may take to serve the client's
+    requests counts from the end of the silence, not from the start of the wait (which would
+    name another security protocol the moment it answers)."""
+    thawed = threading.Event()
+    at: list[float] = []
+
+    def frozen_then_answers(conn: socket.socket) -> None:
+        thawed.wait()
+        # framed as Kafka, but not an answer a client can use; a connection the client gave up
+        # while it waited fails
+        with contextlib.suppress(OSError, struct.error):
+            _kafka_answer(conn)
+
+    address = serve(frozen_then_answers)
+    thaw = threading.Timer(3.0, lambda: (at.append(time.monotonic()), thawed.set()))
+    thaw.start()
+    with pytest.raises(KafkaUnavailable, match="answers but closed this client's requests"):
+        check_reachable({"bootstrap.servers": address}, timeout=3.0, outage_limit=60.0)
+    assert at, "gave up before the listener answered"
+    # at least the timeout less one probe's wait (1 s) after the silence ended
+    assert time.monotonic() - at[0] >= 1.5
