@@ -20,7 +20,6 @@ from app.subscriptions.feed import SubscriptionFeed
 from config import Config
 from geops.strategies import Strategy
 from geops.strategies.churn import LiveSubscriptions
-from kafkaio.retry import DEFAULT_OUTAGE_LIMIT
 
 
 @dataclass
@@ -37,19 +36,20 @@ class Topics:
 
 @dataclass(frozen=True)
 class RunnerSettings:
-    """The settings a batch runner follows, fixed for the app's life."""
+    """The settings a batch runner follows, fixed for the app's life; their defaults are the
+    configuration's (``of``)."""
 
     app_id: str
     join_mode: str
     checkpoint: str
     fold_bytes: int
-    delivery: str = "at-least-once"
-    outage_limit: float = DEFAULT_OUTAGE_LIMIT
-    on_data_loss: str = "fail"
-    one_stage_records: int = 0  # 0: every batch in two stages
+    delivery: str
+    outage_limit: float
+    on_data_loss: str
+    one_stage_records: int  # 0: every batch in two stages
     # whether a batch too large for one stage is read by the app's read tasks (else by the
     # connector's)
-    direct_read: bool = False
+    direct_read: bool
 
     @classmethod
     def of(cls, cfg: Config, checkpoint: str) -> RunnerSettings:
