@@ -14,7 +14,14 @@ def latency_stats(event_ms: np.ndarray, match_ms: int | np.ndarray) -> tuple[flo
     Nones when nothing matched."""
     if len(event_ms) == 0:
         return None, None, None
-    lat = match_ms - np.asarray(event_ms, np.float64)
+    return latency_summary(match_ms - np.asarray(event_ms, np.float64))
+
+
+def latency_summary(latencies_ms: np.ndarray) -> tuple[float | None, ...]:
+    """(mean, p50, p99) of latencies in ms, or Nones when there are none."""
+    if len(latencies_ms) == 0:
+        return None, None, None
+    lat = np.asarray(latencies_ms, np.float64)
     return float(lat.mean()), float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
 
 

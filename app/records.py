@@ -9,6 +9,12 @@ Stream-side (read) tasks emit, keyed by the worker that joins them:
 - ``ReadStats``: how many records a read task read and dead-lettered;
 - ``Positions``: the valid publications with an object id (positions of moving objects).
 
+When the join tasks write their own matches (``app.batch.task_output``) the read tasks also
+emit ``Shared`` (keys of a worker's publications that other workers see too, or that are
+positions) and ``Unrouted`` (publications that reach no partition, to the one worker that
+answers them), and ``Presence`` only for shared publications; a join task that wrote returns a
+``Wrote``.
+
 The static side adds one ``StaticPartition`` per partition (from the cache in STAL, shipped each
 batch in STRL). A join task returns per partition it handled a ``Matched`` and a
 ``PartitionLoad``, passes ``Presence``/``ReadStats``/``Positions`` on unchanged, and ends with
@@ -108,3 +114,30 @@ class Busy(NamedTuple):
 
     worker: int
     busy_ns: int
+
+
+class Shared(NamedTuple):
+    """Keys of publications a worker gets items of that it does not answer alone: items also
+    on another worker, or a position of a moving object (the driver merges them)."""
+
+    keys: np.ndarray
+
+
+class Unrouted(NamedTuple):
+    """Publications that reach no partition, answered (DISJOINT matches) by this worker."""
+
+    keys: np.ndarray
+    ids: np.ndarray
+    event_ms: np.ndarray
+
+
+class Wrote(NamedTuple):
+    """What one join task wrote itself: how many ``Match`` records, their latencies (match
+    time minus event time, ms) and which loads (partition, worker); ``skipped``: a retried
+    task found its attempt before it committed, and wrote nothing again."""
+
+    worker: int
+    matched: int
+    latencies_ms: np.ndarray
+    loads: tuple[tuple[int, int], ...]
+    skipped: bool = False

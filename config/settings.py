@@ -161,6 +161,11 @@ SETTINGS: tuple[Setting, ...] = (
             "transaction per batch; a batch run again after a crash is not written twice) or "
             "at-least-once (flushed; a batch run again writes again)",
             choices=("exactly-once", "at-least-once")),
+    Setting("app.output_from", "app", "GEOPS_APP_OUTPUT_FROM", "--output-from", parse_str,
+            "who writes a micro-batch's Match records: driver (the join tasks' results are "
+            "collected, merged and written by the driver) or tasks (each join task writes the "
+            "matches of the publications it answers alone, the driver those several workers "
+            "share)", choices=("driver", "tasks")),
     Setting("app.fold_bytes", "app", "GEOPS_APP_FOLD_BYTES", "--fold-bytes", parse_bytes,
             "subscription changes pending as deltas before they are folded into the static "
             "partitions (also at least a tenth of the static side; a change that waited 20 "

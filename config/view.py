@@ -73,6 +73,7 @@ class AppSettings:
     mode: str
     realtime_task_memory: int
     delivery: str
+    output_from: str
     fold_bytes: int
     static_snapshot: str
     events: str

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,32 @@ def last_marked(client_conf: Mapping[str, str], topic: str, txn: str,
                 break
             hi = lo
     return newest
+
+
+def marked_back_to(client_conf: Mapping[str, str], topic: str, wanted: Callable[[Marker], bool],
+                   older: Callable[[Marker], bool],
+                   outage_limit: float = DEFAULT_OUTAGE_LIMIT) -> list[tuple[Marker, Message]]:
+    """Every record of ``topic`` whose marker is ``wanted``, with its marker, as a read_committed
+    reader sees them: each partition is read backwards from its end in steps of
+    ``SCAN_WINDOW`` records until a step holds a marker ``older`` says was committed before
+    every wanted one (several producers' units, e.g. one per task slot, found in one pass)."""
+    probe = EndOffsets(client_conf)
+    try:
+        listed = probe.listed(topic, probe.partitions(topic))
+    finally:
+        probe.close()
+    found: list[tuple[Marker, Message]] = []
+    for p, (low, high) in sorted(listed.items()):
+        hi = high
+        while hi > low:
+            lo = max(low, hi - SCAN_WINDOW)
+            marked = [(m, msg) for m, msg in ((Marker.of(msg), msg) for msg in read_between(
+                client_conf, topic, {p: lo}, {p: hi}, outage_limit)) if m is not None]
+            found.extend((m, msg) for m, msg in marked if wanted(m))
+            if any(older(m) for m, _ in marked):
+                break
+            hi = lo
+    return found
 
 
 class TransactionalSender(Sender):

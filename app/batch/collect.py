@@ -9,7 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from app.records import Busy, Matched, PartitionLoad, Payloads, Positions, Presence, ReadStats
+from app.records import (
+    Busy,
+    Matched,
+    PartitionLoad,
+    Payloads,
+    Positions,
+    Presence,
+    ReadStats,
+    Wrote,
+)
 from geops.strategies import PartialMatches
 from schemas.assignment import Owners
 
@@ -30,6 +39,11 @@ class Collected:
     dead: int = 0
     busiest_ns: int = 0
     sizes: dict[int, int] = field(default_factory=dict)
+    # what the join tasks wrote themselves (``app.batch.task_output``): Match records, their
+    # latencies (ms), and the loads (partition, worker) they wrote
+    task_matched: int = 0
+    task_latencies: list[np.ndarray] = field(default_factory=list)
+    written_loads: set[tuple[int, int]] = field(default_factory=set)
 
     @classmethod
     def of(cls, out: Iterable[Any], owners: Sequence[Owners]) -> Collected:
@@ -66,9 +80,14 @@ class Collected:
     def payloads(self, rec: Payloads) -> None:
         self.sizes.update(rec.sizes)
 
+    def wrote(self, rec: Wrote) -> None:
+        self.task_matched += rec.matched
+        self.task_latencies.append(rec.latencies_ms)
+        self.written_loads.update(rec.loads)
+
 
 COLLECTORS: dict[type, Callable[[Collected, Any], None]] = {
     Matched: Collected.matched, Presence: Collected.presence, PartitionLoad: Collected.load,
     Positions: Collected.position, ReadStats: Collected.read_stats, Busy: Collected.busy,
-    Payloads: Collected.payloads,
+    Payloads: Collected.payloads, Wrote: Collected.wrote,
 }

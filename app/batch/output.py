@@ -19,11 +19,20 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from kafkaio.errors import KafkaUnavailable
 from kafkaio.sender import Sender
-from kafkaio.transactions import Marker, TransactionalSender, last_marker, transactional_id
+from kafkaio.transactions import (
+    Marker,
+    TransactionalSender,
+    last_marker,
+    marked_back_to,
+    transactional_id,
+)
 
 log = logging.getLogger("geops.app")
 
@@ -49,6 +58,15 @@ def planned_before(checkpoint: str, batch_id: int, since: float) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class TasksWritten:
+    """Of a batch run again after a restart, what its join tasks had committed: the keys of
+    the publications they answered, and the workers whose loads they wrote."""
+
+    keys: np.ndarray
+    workers: set[int]
+
+
 class AtLeastOnce:
     """Flush before the batch returns; a replayed batch writes again."""
 
@@ -62,6 +80,9 @@ class AtLeastOnce:
         return self.sender
 
     def headers(self, batch_id: int) -> list[tuple[str, bytes]] | None:
+        return None
+
+    def tasks_written(self, batch_id: int) -> TasksWritten | None:
         return None
 
     def finish(self, batch_id: int) -> None:
@@ -108,6 +129,37 @@ class ExactlyOnce:
                                                   else " (of another query)"))
         last = self._last
         return last is not None and last.query == self._query and batch_id <= last.batch
+
+    @property
+    def query(self) -> str:
+        """This query's id (known once ``written`` was asked)."""
+        assert self._query is not None, "written() is asked first"
+        return self._query
+
+    def tasks_written(self, batch_id: int) -> TasksWritten | None:
+        """What the join tasks of ``batch_id`` committed themselves (``app.batch.task_output``)
+        before a restart, when its driver's transaction did not commit: read from the task
+        slots' markers of this batch, back to the app's markers of the batches before it;
+        None when nothing (only a batch planned before this process started can have any)."""
+        if not planned_before(self.checkpoint, batch_id, self.started):
+            return None
+        slots = f"{self.txn_id}-w"
+        query = self.query
+        found = marked_back_to(
+            self._conf, self.marker_topic,
+            lambda m: m.txn.startswith(slots) and m.query == query and m.batch == batch_id,
+            lambda m: m.txn.startswith(self.txn_id) and (m.query != query or m.batch < batch_id),
+            self._limit)
+        if not found:
+            return None
+        from app.batch.task_output import written_keys
+
+        keys = np.unique(np.concatenate([written_keys(msg.headers()) for _, msg in found]))
+        workers = {int(m.txn[len(slots):]) for m, _ in found}
+        log.warning("batch %d is run again after a restart; its tasks of worker(s) %s had "
+                    "committed %d matched publications: the driver writes the rest", batch_id,
+                    sorted(workers), len(keys))
+        return TasksWritten(keys, workers)
 
     def open(self, batch_id: int) -> Sender:
         if not self.sender.open:

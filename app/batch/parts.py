@@ -50,6 +50,8 @@ class RunnerSettings:
     # whether a batch too large for one stage is read by the app's read tasks (else by the
     # connector's)
     direct_read: bool
+    # who writes the Match records: "driver", or "tasks" (``app.batch.task_output``)
+    output_from: str = "driver"
 
     @classmethod
     def of(cls, cfg: Config, checkpoint: str) -> RunnerSettings:
@@ -59,7 +61,8 @@ class RunnerSettings:
                    fold_bytes=app.fold_bytes, delivery=app.delivery,
                    outage_limit=cfg.view.kafka.outage_limit, on_data_loss=app.on_data_loss,
                    one_stage_records=app.one_stage_records,
-                   direct_read=app.large_batch_read == "direct")
+                   direct_read=app.large_batch_read == "direct",
+                   output_from=app.output_from)
 
 
 @dataclass(frozen=True)

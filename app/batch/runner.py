@@ -24,8 +24,9 @@ from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import DataFrame
 
 from app.batch.collect import Collected
-from app.batch.output import batch_output
+from app.batch.output import ExactlyOnce, TasksWritten, batch_output
 from app.batch.parts import KafkaSide, RunnerSettings, StaticParts
+from app.batch.task_output import TaskOutput
 from app.batch.tasks import (
     JoinContext,
     RouteContext,
@@ -38,7 +39,7 @@ from app.batch.tasks import (
 from app.events.positions import bucket_records, position_hits
 from app.faults import KillPoint
 from app.joins import JOIN_MODES
-from app.metrics import latency_stats, layout_record
+from app.metrics import latency_summary, layout_record
 from app.read.offsetlog import batch_end_offsets, batch_start_offsets, lost_ranges
 from app.read.ranges import BatchRanges
 from app.static.broadcasts import ChangeBroadcasts
@@ -283,16 +284,23 @@ class BatchRunner:
         live = self.side.live
         if live is not None:  # the changes folded away are no longer needed by any task
             self.shipped.retire(live.pending, live.router_pending)
+        # with the tasks writing: what they committed before a restart, then written by the
+        # driver but for that (``app.batch.output``)
+        before = (self.output.tasks_written(batch_id)
+                  if self.settings.output_from == "tasks" else None)
+        task_out = (self._task_output(batch_id)
+                    if self.settings.output_from == "tasks" and before is None else None)
         route_ctx = RouteContext(self.side.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.kafka.topics.dead_letter,
                                  self.kafka.conf, self.settings.app_id,
                                  self.shipped.for_router(live.router_pending)
                                  if live is not None else (),
-                                 state.replicas())
+                                 state.replicas(), spans=task_out is not None)
         seqs, changes = self.shipped.for_join(live.pending) if live is not None else ({}, {})
         static = self.side.static
         join_ctx = JoinContext(self.side.strategy.name, self.settings.join_mode,
-                               static.residency(), tuple(static.base_seq), seqs, changes)
+                               static.residency(), tuple(static.base_seq), seqs, changes,
+                               output=task_out)
         self._report_lost(batch_id)
         ranges = self._direct_ranges(batch_id)
         if ranges is not None and self._in_one_stage(ranges):  # read in the join tasks
@@ -321,13 +329,23 @@ class BatchRunner:
         job_ms = (time.perf_counter() - t0) * 1000
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                self._write(batch_id, started, t0, job_ms, out, moved)
+                self._write(batch_id, started, t0, job_ms, out, moved, before)
                 return
             except Aborted as exc:  # nothing of it is visible: write it again
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
                             attempt + 1, WRITE_ATTEMPTS)
+
+    def _task_output(self, batch_id: int) -> TaskOutput:
+        """What the join tasks need to write batch ``batch_id``'s matches themselves."""
+        out = self.output
+        exactly_once = isinstance(out, ExactlyOnce)
+        return TaskOutput(self.settings.delivery, dict(self.kafka.conf),
+                          self.settings.outage_limit, out.txn_id if exactly_once else "",
+                          out.query if exactly_once else "", batch_id, self.state.epoch,
+                          self.settings.app_id, self.kafka.topics.matches,
+                          self.kafka.topics.metrics, np.asarray(self.disjoint, np.int64))
 
     def _direct_ranges(self, batch_id: int) -> BatchRanges | None:
         """The batch's offset ranges when the app's tasks may read them themselves
@@ -389,7 +407,8 @@ class BatchRunner:
     # long: the batch's write protocol in the order it must run, between its fault-injection
     # points (before-write, mid-write, after-commit) that the exactly-once tests kill at
     def _write(self, batch_id: int, started: int, t0: float, job_ms: float,
-               out: list[tuple], moved: Sequence[dict[str, Any]] = ()) -> None:
+               out: list[tuple], moved: Sequence[dict[str, Any]] = (),
+               before: TasksWritten | None = None) -> None:
         self._kill("before-write", batch_id)
         state = self.state
         if self._announce is not None:
@@ -407,6 +426,8 @@ class BatchRunner:
         mkeys, offsets, sub_ids = merge(keys if len(self.disjoint) else np.empty(0, np.int64),
                                         got.partials, self.disjoint)
         match_ms = _now_ms()
+        if before is not None:  # the publications its tasks answered before a restart
+            mkeys, offsets, sub_ids = _without(mkeys, offsets, sub_ids, before.keys)
         pos = np.searchsorted(keys, mkeys)
         pub_ids, pub_times = ids[pos], times[pos]
         matches = self.kafka.topics.matches
@@ -426,10 +447,13 @@ class BatchRunner:
                 out.send(self.kafka.topics.positions, self.codec.encode("ObjectPositions", record),
                          key=key)
         now = _now_ms()
-        for load in loads.values():
+        for held, load in loads.items():
+            if held in got.written_loads or (before is not None and held[1] in before.workers):
+                continue  # written by the task that measured it
             self._send_metric(batch_id, "PartitionLoad",
                               load.record(self.settings.app_id, batch_id, state.epoch, now))
-        mean, p50, p99 = latency_stats(pub_times, match_ms)
+        mean, p50, p99 = latency_summary(np.concatenate(
+            [match_ms - pub_times, *got.task_latencies]))
         items = sum(load.items for load in loads.values())
         out.flush()
         self._kill("mid-write", batch_id)
@@ -440,7 +464,8 @@ class BatchRunner:
             "strategy": self.side.strategy.name, "join": self.settings.join_mode,
             "workers": self.workers,
             "partitions": self.partitions, "records": records, "dead_letters": dead,
-            "items": items, "matched_publications": len(mkeys), "start_time": started,
+            "items": items, "matched_publications": len(mkeys) + got.task_matched,
+            "start_time": started,
             "end_time": ended, "duration_ms": (time.perf_counter() - t0) * 1000,
             "join_stage_ms": got.busiest_ns / 1e6, "job_ms": job_ms, "write_ms": write_ms,
             "latency_mean_ms": mean,
@@ -487,6 +512,16 @@ class BatchRunner:
                      headers: list | None = None) -> None:
         self.output.open(batch_id).send(self.kafka.topics.metrics, self.codec.encode(name, record),
                                         key=self.settings.app_id.encode(), headers=headers)
+
+
+def _without(keys: np.ndarray, offsets: np.ndarray, sub_ids: np.ndarray, drop: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR matches (``keys``, ``offsets``, ``sub_ids``) but those of the keys ``drop``."""
+    keep = ~np.isin(keys, drop)
+    lengths = np.diff(offsets)[keep]
+    new = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=new[1:])
+    return keys[keep], new, sub_ids[np.repeat(keep, np.diff(offsets))]
 
 
 def _unique_keys(keys: list[np.ndarray], ids: list[np.ndarray], times: list[np.ndarray]

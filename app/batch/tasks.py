@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import shapely
 
+from app.batch.answers import LocalAnswers, item_workers, span_records
+from app.batch.task_output import write_matches
 from app.faults import fail_task_once
 from app.joins import JOIN_MODES
 from app.read.ranges import BatchRanges, Record, read_rows
@@ -28,7 +30,9 @@ from app.records import (
     Positions,
     Presence,
     ReadStats,
+    Shared,
     StaticPartition,
+    Unrouted,
 )
 from geops.model import geometry_problems
 from schemas import codec
@@ -63,6 +67,9 @@ class RouteContext:
     # the one worker whose items this task keeps (a join task that reads its batch itself):
     # the router then looks for that worker's partitions' items only; None: every worker's
     keep_worker: int | None = None
+    # whether the tasks write their own matches: then each routes over every partition and
+    # tells each worker which of its publications are shared (``app.batch.answers``)
+    spans: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class JoinContext:
     # of that change's deltas (``app.static.broadcasts``)
     deltas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     changes: dict[int, Any] = field(default_factory=dict)
+    # with the tasks writing their own matches: what they need to (``app.batch.task_output``)
+    output: Any = None
 
     def folded_seq(self, pid: int) -> int:
         """The last subscription change folded into partition ``pid``'s payload."""
@@ -147,7 +156,7 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
     geoms = geoms[idx]
     assignment = ctx.assignment
     replicas = ctx.replicas
-    kept = None if ctx.keep_worker is None else np.array(
+    kept = None if ctx.keep_worker is None or ctx.spans else np.array(
         [p for p, owner in enumerate(assignment) if ctx.keep_worker in replicas.get(p, (owner,))],
         np.int32)
     routed = ctx.router.value.route(geoms, tuple(b.value for b in ctx.router_deltas), kept)
@@ -163,7 +172,13 @@ def decode_route(ctx: RouteContext, rows: Iterable[Any]) -> Iterator[tuple[int, 
             rows_ = np.flatnonzero(which == j)
             if len(rows_):
                 yield worker, _items(pid, items.take(rows_), key_arr, id_arr, wkb_arr, time_arr)
-    if ctx.with_presence:
+    if ctx.spans:
+        yield from span_records(routed.pub_index,
+                                item_workers(routed.partition, key_arr[routed.pub_index],
+                                             assignment, replicas),
+                                key_arr, id_arr, time_arr, moving, ctx.workers,
+                                ctx.with_presence)
+    elif ctx.with_presence:
         target = key_arr % ctx.workers
         for w in np.unique(target):
             sel = target == w
@@ -262,59 +277,92 @@ def _build_index(ctx: JoinContext, pid: int, worker: int, payload: bytes, keep: 
     return matcher
 
 
-def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
-         ) -> Iterator[tuple]:
-    """Join the stream items of this worker with its static partitions and match them."""
+def _match_partition(ctx: JoinContext, worker: int, pid: int, chunk: _Chunks,
+                     payloads: dict[int, bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                          Any, PartitionLoad]:
+    """Match partition ``pid``'s items with its index (held, or built from its payload):
+    (keys, ids, event times, partial matches, load)."""
     from app.static.broadcasts import pending_deltas
     from geops.strategies.churn import apply_deltas
 
+    resident = JOIN_MODES[ctx.join].resident
+    # Load is this thread's CPU time (GEOS runs in it too): on a shared machine the wall
+    # clock also counts waiting for a core, which is no property of the partition and made
+    # one batch's per-partition costs swing by up to +-50 %.
+    t0 = time.thread_time_ns()
+    builds = shipped = build_ns = 0
+    matcher = _held_index(ctx, pid, worker) if resident else None
+    if matcher is None:
+        payload = payloads.get(pid)
+        if payload is None or (pid, worker) not in ctx.residency:
+            raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
+                               f"stream was routed with another assignment")
+        matcher = _build_index(ctx, pid, worker, payload, keep=resident)
+        builds = 1
+        build_ns = time.thread_time_ns() - t0
+        if not resident:
+            shipped = len(payload)
+    if pid in ctx.deltas:  # subscription changes since the payload, applied in place
+        todo = pending_deltas(ctx.changes, ctx.deltas[pid], pid, matcher.applied)
+        matcher.applied = apply_deltas(matcher, todo, matcher.applied)
+    keys, ids, wkbs, times, offsets, cands = chunk.columns()
+    geoms = shapely.from_wkb(wkbs)
+    partial = matcher.match(keys, geoms, offsets, cands)
+    ns = time.thread_time_ns() - t0
+    if resident:
+        ns -= build_ns  # a one-off of the residency, not load of this batch's items
+    return keys, ids, times, partial, PartitionLoad(
+        pid, worker, len(keys), ns, partial.candidates, len(partial.keys), builds, shipped,
+        build_ns)
+
+
+def join(ctx: JoinContext, worker: int, records: Iterable[tuple[int, tuple]]
+         ) -> Iterator[tuple]:
+    """Join the stream items of this worker with its static partitions and match them; with
+    ``ctx.output``, write the matches of the publications this worker answers alone
+    (``app.batch.answers``) and hand the driver only the shared ones."""
     started = time.perf_counter_ns()
     payloads: dict[int, bytes] = {}
     chunks: dict[int, _Chunks] = defaultdict(_Chunks)
-    resident = JOIN_MODES[ctx.join].resident
+    answers = LocalAnswers() if ctx.output is not None else None
+    unrouted: list[Unrouted] = []
     for _, rec in records:
         if isinstance(rec, Items):
             chunks[rec.partition].add(rec)
         elif isinstance(rec, StaticPartition):
             payloads[rec.partition] = rec.payload
+        elif isinstance(rec, Shared) and answers is not None:
+            answers.add_shared(rec)
+        elif isinstance(rec, Unrouted):
+            unrouted.append(rec)
         else:
             yield rec
+    loads: list[PartitionLoad] = []
     for pid in sorted(chunks):
-        # Load is this thread's CPU time (GEOS runs in it too): on a shared machine the wall
-        # clock also counts waiting for a core, which is no property of the partition and made
-        # one batch's per-partition costs swing by up to +-50 %.
-        t0 = time.thread_time_ns()
-        builds = shipped = build_ns = 0
-        matcher = _held_index(ctx, pid, worker) if resident else None
-        if matcher is None:
-            payload = payloads.get(pid)
-            if payload is None or (pid, worker) not in ctx.residency:
-                raise RuntimeError(f"static partition {pid} is not on worker {worker}: the "
-                                   f"stream was routed with another assignment")
-            matcher = _build_index(ctx, pid, worker, payload, keep=resident)
-            builds = 1
-            build_ns = time.thread_time_ns() - t0
-            if not resident:
-                shipped = len(payload)
-        if pid in ctx.deltas:  # subscription changes since the payload, applied in place
-            todo = pending_deltas(ctx.changes, ctx.deltas[pid], pid, matcher.applied)
-            matcher.applied = apply_deltas(matcher, todo, matcher.applied)
-        keys, ids, wkbs, times, offsets, cands = chunks[pid].columns()
-        geoms = shapely.from_wkb(wkbs)
-        partial = matcher.match(keys, geoms, offsets, cands)
-        matched = np.unique(partial.keys)
-        order = np.argsort(keys, kind="stable")
-        pos = order[np.searchsorted(keys, matched, sorter=order)]
-        ns = time.thread_time_ns() - t0
-        if resident:
-            ns -= build_ns  # a one-off of the residency, not load of this batch's items
-        yield Matched(pid, partial, matched, ids[pos], times[pos])
-        yield PartitionLoad(pid, worker, len(keys), ns, partial.candidates, len(partial.keys),
-                            builds, shipped, build_ns)
-    if resident:
+        keys, ids, times, partial, load = _match_partition(ctx, worker, pid, chunks[pid],
+                                                           payloads)
+        if answers is None:
+            matched = np.unique(partial.keys)
+            order = np.argsort(keys, kind="stable")
+            pos = order[np.searchsorted(keys, matched, sorter=order)]
+            yield Matched(pid, partial, matched, ids[pos], times[pos])
+        else:
+            shared = answers.split(pid, partial, keys, ids, times)
+            if shared is not None:
+                yield shared
+        loads.append(load)
+        yield load
+    if JOIN_MODES[ctx.join].resident:
         for held in [h for h, (k, _) in _RESIDENT.items() if k != ctx.residency.get(h)]:
             del _RESIDENT[held]
     yield Payloads(worker, {pid: len(data) for pid, data in payloads.items()})
+    if answers is not None and loads:  # its last load carries the exactly-once marker
+        for rec in unrouted:
+            answers.add_unrouted(rec)
+        keys, ids, times, offsets, sub_ids = answers.answers(ctx.output.disjoint)
+        yield write_matches(ctx.output, worker, keys, ids, times, offsets, sub_ids, loads)
+    else:  # nothing to carry a marker: the driver answers them
+        yield from (Presence(*rec) for rec in unrouted)
     if chunks:  # a test's injected failure, after the task's work (app.faults)
         fail_task_once()
     yield Busy(worker, time.perf_counter_ns() - started)
