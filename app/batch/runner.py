@@ -486,9 +486,11 @@ class BatchRunner:
         state.records += records
         if records:
             state.last_input = time.monotonic()
-        log.info("batch %d epoch %d: %d records, %d items, %d matched, %d dead letters, "
-                 "%s, %.0f ms", batch_id, state.epoch, records, items, len(mkeys), dead,
-                 self._stages,
+        log.info("batch %d epoch %d: %d records, %d items, %d matched%s, %d dead letters, "
+                 "%s, %.0f ms", batch_id, state.epoch, records, items,
+                 len(mkeys) + got.task_matched,
+                 f" ({got.task_matched} written by the tasks)" if got.task_latencies else "",
+                 dead, self._stages,
                  (time.perf_counter() - t0) * 1000)
 
     def send_layout(self, batch_id: int) -> None:

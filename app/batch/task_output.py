@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 import time
 import zlib
@@ -153,6 +154,8 @@ def write_matches(out: TaskOutput, worker: int, keys: np.ndarray, ids: np.ndarra
         return wrote
     txn = slot_txn(out.txn, worker)
     if _retried() and _committed(out, txn):
+        print(f"geops: batch {out.batch_id}, worker {worker}: the task's attempt before this one "
+              f"committed its output; not written again", file=sys.stderr, flush=True)
         return wrote._replace(skipped=True)
     headers = [*Marker(txn, out.query, out.batch_id).header(), written_header(keys)]
     fresh = False
