@@ -31,7 +31,7 @@ def _rid(pipeline: str, mode: str, skew: int, repeat: int) -> str:
 
 def test_every_study_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.studies.__path__)]
-    assert len(names) == 21
+    assert len(names) == 22
     for name in names:
         module = importlib.import_module(f"bench.studies.{name}")
         assert module.__doc__, name
@@ -161,3 +161,14 @@ def test_spark_floor_refuses_runs_no_longer_than_their_warm_up(capsys) -> None:
         with pytest.raises(SystemExit):
             spark_floor.main(argv)
         assert "must be above 5" in capsys.readouterr().err
+
+
+def test_output_ab_measures_the_batches_after_the_first_third() -> None:
+    from bench.studies.output_ab import batch_measures
+
+    batches = [{"records": 100, "duration_ms": 500.0 + i, "join_stage_ms": 300.0,
+                "job_ms": 450.0, "start_time": 1000 * i, "end_time": 1000 * i + 500}
+               for i in range(6)]
+    got = batch_measures(batches)
+    assert got["batches"] == 4 and got["driver"] == 203.5 and got["after_job"] == 53.5
+    assert got["rate"] == 400 / 3.5
