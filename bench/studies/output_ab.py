@@ -89,20 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     from geops.avro_input import read_publications_avro
 
     args.pubs, _, _ = read_publications_avro(args.workload / "publications.avro")
+    plan = [(d, int(s)) for d in args.deliveries.split(",") for s in args.sizes.split(",")]
+    # interleaved: per repeat and case each setting in turn, the order alternating by repeat
+    runs = [(rep, delivery, size, setting) for rep in range(args.repeats)
+            for delivery, size in plan
+            for setting in (SETTINGS if rep % 2 == 0 else SETTINGS[::-1])]
     info, _ = broker.start(work / "broker", port=0)
     rows = []
-    plan = [(d, int(s)) for d in args.deliveries.split(",") for s in args.sizes.split(",")]
     try:
-        for rep in range(args.repeats):
-            for delivery, size in plan:
-                for setting in SETTINGS if rep % 2 == 0 else SETTINGS[::-1]:
-                    t0 = time.time()
-                    got = run_one(setting, delivery, size, args, info.address, work)
-                    row = {"repeat": rep, "delivery": delivery, "size": size,
-                           "setting": setting, "load": os.getloadavg()[0],
-                           "seconds": round(time.time() - t0), **got}
-                    rows.append(row)
-                    print(row, flush=True)
+        for rep, delivery, size, setting in runs:
+            t0 = time.time()
+            measured = run_one(setting, delivery, size, args, info.address, work)
+            rows.append({"repeat": rep, "delivery": delivery, "size": size, "setting": setting,
+                         "load": os.getloadavg()[0], "seconds": round(time.time() - t0),
+                         **measured})
+            print(rows[-1], flush=True)
     finally:
         broker.stop(work / "broker")
     write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))

@@ -11,13 +11,7 @@ import re
 import pytest
 
 from app.faults import FAIL_TASK_VAR, KILL_VAR
-from tests.app.delivery_checks import (
-    assert_exactly_once,
-    assert_matches_oracle,
-    duplicated_batches,
-    run_app,
-    visible_output,
-)
+from tests.app import delivery_checks as checks
 from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 from tests.app.test_app_exactly_once import RATE
 
@@ -40,14 +34,14 @@ def test_a_failed_task_that_had_committed_is_not_written_again(workload, kafka_c
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     flag = tmp_path / "task-failed"
     env = {**os.environ, **geops_env, FAIL_TASK_VAR: str(flag)}
-    code = run_app(["--master", "local[2,2]", "--delivery", "exactly-once", *TASKS], env,
+    code = checks.run_app(["--master", "local[2,2]", "--delivery", "exactly-once", *TASKS], env,
                    tmp_path / "app.log")
     log = (tmp_path / "app.log").read_text()
     assert code == 0, log[-3000:]
     producer.join()
     assert flag.exists(), "no task failed"
     assert "committed its output; not written again" in log, log[-3000:]
-    assert_exactly_once(kafka_cfg, workload.oracle)
+    checks.assert_exactly_once(kafka_cfg, workload.oracle)
     written = _task_written(log)
     assert 0 < written < len(workload.oracle), written  # the driver answered shared ones
 
@@ -60,15 +54,16 @@ def test_a_driver_killed_after_its_tasks_committed(workload, kafka_cfg, geops_en
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     env = {**os.environ, **geops_env}
     flags = ["--master", "local[2]", "--delivery", "exactly-once", *TASKS]
-    code = run_app(flags, {**env, KILL_VAR: "before-write@3"}, tmp_path / "killed.log")
+    code = checks.run_app(flags, {**env, KILL_VAR: "before-write@3"}, tmp_path / "killed.log")
     killed = (tmp_path / "killed.log").read_text()
     assert code != 0 and "stopped after" not in killed, killed[-3000:]
     producer.join()
-    assert run_app(flags, env, tmp_path / "last.log") == 0, (tmp_path / "last.log").read_text()
+    code = checks.run_app(flags, env, tmp_path / "last.log")
     last = (tmp_path / "last.log").read_text()
+    assert code == 0, last[-3000:]
     assert re.search(r"batch 3 is run again after a restart; its tasks of worker\(s\) \[",
                      last), last[-3000:]
-    assert_exactly_once(kafka_cfg, workload.oracle)
+    checks.assert_exactly_once(kafka_cfg, workload.oracle)
 
 
 def test_at_least_once_from_the_tasks(workload, kafka_cfg, geops_env, tmp_path):
@@ -77,13 +72,13 @@ def test_at_least_once_from_the_tasks(workload, kafka_cfg, geops_env, tmp_path):
     load_subscriptions_only(kafka_cfg, workload.subs)
     producer = LiveProducer(kafka_cfg, workload.pubs, [Phase(len(workload.pubs), RATE)]).start()
     env = {**os.environ, **geops_env}
-    code = run_app(["--master", "local[2]", "--delivery", "at-least-once", *TASKS], env,
+    code = checks.run_app(["--master", "local[2]", "--delivery", "at-least-once", *TASKS], env,
                    tmp_path / "app.log")
     log = (tmp_path / "app.log").read_text()
     assert code == 0, log[-3000:]
     producer.join()
-    got, summaries = visible_output(kafka_cfg)
-    assert_matches_oracle(got, workload.oracle)
-    assert duplicated_batches(got, summaries) == (set(), set())
+    got, summaries = checks.visible_output(kafka_cfg)
+    checks.assert_matches_oracle(got, workload.oracle)
+    assert checks.duplicated_batches(got, summaries) == (set(), set())
     assert sum(s["matched_publications"] for s in summaries) == len(workload.oracle)
     assert 0 < _task_written(log) < len(workload.oracle)
