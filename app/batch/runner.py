@@ -288,7 +288,7 @@ class BatchRunner:
         # driver but for that (``app.batch.output``)
         before = (self.output.tasks_written(batch_id)
                   if self.settings.output_from == "tasks" else None)
-        task_out = (self._task_output(batch_id)
+        task_out = (self._task_output(batch_id, started)
                     if self.settings.output_from == "tasks" and before is None else None)
         route_ctx = RouteContext(self.side.router, tuple(state.assignment), self.workers,
                                  len(self.disjoint) > 0, self.kafka.topics.dead_letter,
@@ -337,15 +337,17 @@ class BatchRunner:
                 log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
                             attempt + 1, WRITE_ATTEMPTS)
 
-    def _task_output(self, batch_id: int) -> TaskOutput:
-        """What the join tasks need to write batch ``batch_id``'s matches themselves."""
+    def _task_output(self, batch_id: int, started: int) -> TaskOutput:
+        """What the join tasks need to write batch ``batch_id``'s matches themselves; their
+        loads and the driver's carry the batch's start time (``started``, ms)."""
         out = self.output
         exactly_once = isinstance(out, ExactlyOnce)
         return TaskOutput(self.settings.delivery, dict(self.kafka.conf),
                           self.settings.outage_limit, out.txn_id if exactly_once else "",
                           out.query if exactly_once else "", batch_id, self.state.epoch,
                           self.settings.app_id, self.kafka.topics.matches,
-                          self.kafka.topics.metrics, np.asarray(self.disjoint, np.int64))
+                          self.kafka.topics.metrics, np.asarray(self.disjoint, np.int64),
+                          started)
 
     def _direct_ranges(self, batch_id: int) -> BatchRanges | None:
         """The batch's offset ranges when the app's tasks may read them themselves
@@ -446,7 +448,8 @@ class BatchRunner:
                                               fences, self.clock):
                 out.send(self.kafka.topics.positions, self.codec.encode("ObjectPositions", record),
                          key=key)
-        now = _now_ms()
+        # one time for all of a batch's loads, whoever writes them
+        now = started if self.settings.output_from == "tasks" else _now_ms()
         for held, load in loads.items():
             if held in got.written_loads or (before is not None and held[1] in before.workers):
                 continue  # written by the task that measured it

@@ -58,6 +58,9 @@ class TaskOutput:
     matches: str
     metrics: str
     disjoint: np.ndarray        # the DISJOINT subscriptions' ids, ascending
+    # the time of the batch's loads (ms), the same for each writer of them: a batch's loads are
+    # one report, told apart from a replay's by it
+    loads_ms: int = 0
 
     @property
     def exactly_once(self) -> bool:
@@ -141,7 +144,7 @@ def write_matches(out: TaskOutput, worker: int, keys: np.ndarray, ids: np.ndarra
     record_keys = [str(pid).encode() for pid in ids.tolist()]
     c = codec()
     load_values = [c.encode("PartitionLoad", load.record(out.app_id, out.batch_id, out.epoch,
-                                                         match_ms)) for load in loads]
+                                                         out.loads_ms)) for load in loads]
     wrote = Wrote(worker, len(ids), match_ms - np.asarray(event_ms, np.int64),
                   tuple((load.partition, load.worker) for load in loads))
     app_key = out.app_id.encode()
