@@ -148,7 +148,8 @@ def tracks(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 class Event(NamedTuple):
     """One geofence event; ``publication_id`` is None and ``reason`` ``"expired"`` for an
-    expiry, ``reason`` None otherwise."""
+    expiry, ``reason`` None otherwise. A roaming fence's event (``geops.roam``) also names
+    the other object and, for a position's event, the distance between the two in metres."""
 
     object_id: str
     subscription_id: int
@@ -156,15 +157,18 @@ class Event(NamedTuple):
     publication_id: int | None
     event_time: int
     reason: str | None = None
+    other_object_id: str | None = None
+    distance_m: float | None = None
 
     def to_json(self) -> str:
         """One JSON object: object_id, subscription_id, kind, publication_id, event_time, and
-        reason only when there is one (an expiry)."""
+        reason, other_object_id and distance_m only when there is one."""
         out = {"object_id": self.object_id, "subscription_id": self.subscription_id,
                "kind": self.kind, "publication_id": self.publication_id,
                "event_time": self.event_time}
-        if self.reason is not None:
-            out["reason"] = self.reason
+        for name in ("reason", "other_object_id", "distance_m"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return json.dumps(out, ensure_ascii=False)
 
 
