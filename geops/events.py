@@ -67,6 +67,7 @@ from geops.fences import GEOD, SEGMENT_M, fence_geometries
 from geops.model import DetectKind
 
 ENTER, EXIT, INSIDE, OUTSIDE, CROSS = "enter", "exit", "inside", "outside", "cross"
+NEARBY, FARAWAY = "nearby", "faraway"  # a roaming fence's (``geops.roam``)
 EXPIRED = "expired"
 
 
@@ -148,8 +149,7 @@ def tracks(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 class Event(NamedTuple):
     """One geofence event; ``publication_id`` is None and ``reason`` ``"expired"`` for an
-    expiry, ``reason`` None otherwise. A roaming fence's event (``geops.roam``) also names
-    the other object and, for a position's event, the distance between the two in metres."""
+    expiry, ``reason`` None otherwise."""
 
     object_id: str
     subscription_id: int
@@ -157,19 +157,38 @@ class Event(NamedTuple):
     publication_id: int | None
     event_time: int
     reason: str | None = None
-    other_object_id: str | None = None
-    distance_m: float | None = None
 
     def to_json(self) -> str:
         """One JSON object: object_id, subscription_id, kind, publication_id, event_time, and
-        reason, other_object_id and distance_m only when there is one."""
-        out = {"object_id": self.object_id, "subscription_id": self.subscription_id,
-               "kind": self.kind, "publication_id": self.publication_id,
-               "event_time": self.event_time}
-        for name in ("reason", "other_object_id", "distance_m"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        return json.dumps(out, ensure_ascii=False)
+        reason only when there is one (an expiry)."""
+        return _json(self)
+
+
+class PairEvent(NamedTuple):
+    """A roaming fence's event (``geops.roam``): an ``Event`` that also names the other
+    object of the pair and, for a position's event, the distance between the two in metres
+    (None for an expiry)."""
+
+    object_id: str
+    subscription_id: int
+    kind: str
+    publication_id: int | None
+    event_time: int
+    reason: str | None
+    other_object_id: str
+    distance_m: float | None = None
+
+    def to_json(self) -> str:
+        """``Event.to_json`` with other_object_id, and distance_m when there is one."""
+        return _json(self)
+
+
+def _json(event: Event | PairEvent) -> str:
+    """An event as one JSON object: its fields, those that are None left out but the
+    publication id (null for an expiry)."""
+    out = {name: value for name, value in zip(event._fields, event, strict=True)
+           if value is not None or name == "publication_id"}
+    return json.dumps(out, ensure_ascii=False)
 
 
 @dataclass
@@ -275,11 +294,12 @@ class Fences:
 def build_fences(ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray,
                  distance_m: np.ndarray | None = None, since: np.ndarray | None = None
                  ) -> tuple[Fences, list[str | None]]:
-    """The detecting fences of subscriptions (those with ``detect`` 0 are left out), distance
+    """The fixed fences of subscriptions (those whose ``detect`` names no fixed kind are left
+    out; the roaming kinds are ``geops.roam``'s), distance
     fences buffered (``geops.fences``); also the problem of each subscription (None: fine; a
     refused distance fence is left out and named)."""
     ids = np.asarray(ids, np.int64)
-    detect = np.asarray(detect, np.uint8)
+    detect = DetectKind.fixed(np.asarray(detect, np.uint8))  # roaming kinds: geops.roam
     distances = np.full(len(ids), np.nan) if distance_m is None else np.asarray(distance_m,
                                                                                    float)
     since = np.zeros(len(ids), np.int64) if since is None else np.asarray(since, np.int64)
@@ -512,7 +532,8 @@ class EventEngine:
         return events
 
 
-KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE, CROSS)  # an event's kind code: its index here
+# an event's kind code: its index here (the enum's order)
+KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE, CROSS, NEARBY, FARAWAY)
 
 
 @dataclass

@@ -42,76 +42,30 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from geops.events import EXPIRED, Event, position_points
+from geops.events import EXPIRED, FARAWAY, NEARBY, PairEvent, position_points
 from geops.fences import GEOD
+from geops.model import ROAMING_KINDS, DetectKind
 
-NEARBY, FARAWAY = "nearby", "faraway"
+__all__ = ["FARAWAY", "FARAWAY_FACTOR", "NEARBY", "PairEvent", "RoamEngine", "RoamFences"]
 FARAWAY_FACTOR = 1.1        # faraway beyond this many times the distance (hysteresis)
-MAX_ROAM_M = 100_000.0      # the largest roaming distance (the stream's neighbourhood)
 _LAT_M = 110_000.0          # fewer metres than any degree of latitude has (110,574 or more)
-
-
-def roam_problem(value: object) -> str | None:
-    """Why ``value`` is no roam property (``{"distance_m": D, "match": GLOB}``), or None."""
-    if not isinstance(value, dict):
-        return f"must be an object {{\"distance_m\": metres, \"match\": glob}}, got {value!r}"
-    unknown = sorted(set(value) - {"distance_m", "match"})
-    if unknown:
-        return f"has unknown keys {unknown}; expected distance_m and match"
-    distance = value.get("distance_m")
-    if (isinstance(distance, bool) or not isinstance(distance, int | float | np.floating
-                                                      | np.integer)
-            or not math.isfinite(distance) or not 0 < distance <= MAX_ROAM_M):
-        return (f"distance_m must be a number of metres above zero and at most "
-                f"{MAX_ROAM_M:,.0f}, got {distance!r}")
-    return glob_problem(value.get("match"))
-
-
-def glob_problem(glob: object) -> str | None:
-    """Why ``glob`` is no pattern of object ids, or None: a non-empty string without control
-    characters whose every ``[`` opens a closed set (``fnmatch`` would take an unclosed one
-    literally, which is more likely a typo; ``[[]`` matches a literal ``[``)."""
-    if not isinstance(glob, str) or not glob:
-        return f"match must be a non-empty glob of object ids, got {glob!r}"
-    if any(ord(c) < 32 for c in glob):
-        return f"match must not hold control characters, got {glob!r}"
-    k = 0
-    while k < len(glob):  # fnmatch's own reading of a set: [!...] and a leading ] are in it
-        if glob[k] == "[":
-            j = k + 1
-            j += glob[j:j + 1] == "!"
-            j += glob[j:j + 1] == "]"
-            end = glob.find("]", j)
-            if end < 0:
-                return (f"match {glob!r} has an unclosed '[' at {k} (write [[] for a "
-                        f"literal '[')")
-            k = end
-        k += 1
-    return None
-
-
-def parse_roam(value: object) -> tuple[float, str]:
-    """(distance in metres, glob) of a roam property; ValueError naming what is wrong."""
-    problem = roam_problem(value)
-    if problem:
-        raise ValueError(f"properties.roam {problem}")
-    assert isinstance(value, dict)
-    return float(value["distance_m"]), str(value["match"])
 
 
 @dataclass
 class RoamFences:
-    """The roaming fences: ids (int64, ascending, unique), distances (metres) and globs."""
+    """The roaming fences: ids (int64, ascending, unique), distances (metres), globs, and
+    the ``DetectKind`` masks of what each reports (None: nearby and faraway). A fence that
+    reports one kind still follows which pairs are nearby: ``faraway`` ends a ``nearby``."""
 
     ids: np.ndarray
     distance_m: np.ndarray
     match: list[str]
+    detect: np.ndarray | None = None
     _matching: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -120,8 +74,13 @@ class RoamFences:
         self.ids = ids[order]
         self.distance_m = np.asarray(self.distance_m, float)[order]
         self.match = [self.match[k] for k in order.tolist()]
-        if not len(self.ids) == len(self.distance_m) == len(self.match):
-            raise ValueError("ids, distance_m and match must have the same length")
+        detect = (np.full(len(ids), ROAMING_KINDS) if self.detect is None
+                  else np.asarray(self.detect, np.int64))
+        if not len(self.ids) == len(self.distance_m) == len(self.match) == len(detect):
+            raise ValueError("ids, distance_m, match and detect must have the same length")
+        self.detect = detect[order]
+        self.asks = {NEARBY: ((self.detect & int(DetectKind.NEARBY)) > 0).tolist(),
+                     FARAWAY: ((self.detect & int(DetectKind.FARAWAY)) > 0).tolist()}
         if len(self.ids) > 1 and (np.diff(self.ids) == 0).any():
             raise ValueError("roaming fence ids repeat")
 
@@ -133,11 +92,14 @@ class RoamFences:
         return cls(np.empty(0, np.int64), np.empty(0), [])
 
     @classmethod
-    def of(cls, ids: np.ndarray, roams: Sequence[tuple[float, str] | None]) -> RoamFences:
-        """The roaming fences among subscriptions: those whose roam (distance, glob) is set."""
+    def of(cls, ids: np.ndarray, roams: Sequence[tuple[float, str] | None],
+           detect: np.ndarray | None = None) -> RoamFences:
+        """The roaming fences among subscriptions: those whose roam (distance, glob) is set,
+        with their detect masks (``roam_spec.roam_detect``; None: both kinds)."""
         rows = [k for k, r in enumerate(roams) if r is not None]
         return cls(np.asarray(ids, np.int64)[rows], [roams[k][0] for k in rows],
-                   [roams[k][1] for k in rows])
+                   [roams[k][1] for k in rows],
+                   None if detect is None else np.asarray(detect, np.int64)[rows])
 
     def matching(self, object_id: str) -> np.ndarray:
         """Whether each fence's glob matches the object id (bool per fence), remembered."""
@@ -210,7 +172,7 @@ class RoamEngine:
         self.late = 0
 
     def process(self, object_ids: Sequence[str], publication_ids: np.ndarray,
-                event_times: np.ndarray, geoms: np.ndarray) -> list[Event]:
+                event_times: np.ndarray, geoms: np.ndarray) -> list[PairEvent]:
         """Take a batch of positions (any order, any objects; those no fence matches are
         ignored), and return the events of every held position the clock has now passed by
         ``lateness_ms``, in evaluation order. Late positions are counted in ``late``."""
@@ -234,7 +196,7 @@ class RoamEngine:
             return []
         return self._evaluate(self.clock - self.lateness_ms)
 
-    def finish(self) -> list[Event]:
+    def finish(self) -> list[PairEvent]:
         """Evaluate every held position, then expire the objects whose last position is more
         than the TTL before the last one evaluated (the end of a stream)."""
         events = self._evaluate(None)
@@ -242,9 +204,9 @@ class RoamEngine:
             events += self._expire(self.evaluated)
         return events
 
-    def _evaluate(self, before: int | None) -> list[Event]:
+    def _evaluate(self, before: int | None) -> list[PairEvent]:
         """The events of the held positions with a time before ``before`` (None: all)."""
-        events: list[Event] = []
+        events: list[PairEvent] = []
         while self.pending and (before is None or self.pending[0][0] < before):
             t, name, pid, x, y = heapq.heappop(self.pending)
             events += self._expire(t)
@@ -254,10 +216,10 @@ class RoamEngine:
             self.evaluated = before if self.evaluated is None else max(self.evaluated, before)
         return events
 
-    def _expire(self, now: int) -> list[Event]:
+    def _expire(self, now: int) -> list[PairEvent]:
         """Forget every object whose last position is more than the TTL before ``now``;
         the faraway events of its nearby pairs."""
-        events: list[Event] = []
+        events: list[PairEvent] = []
         while self.expiry and self.expiry[0][0] < now:
             at, name, last = heapq.heappop(self.expiry)
             k = self.objects.slot.get(name)
@@ -265,12 +227,13 @@ class RoamEngine:
                 continue                                # moved since: a stale entry
             for other, which in sorted(self.near.pop(name, {}).items()):
                 self.near[other].pop(name, None)
-                events += [Event(name, int(self.fences.ids[f]), FARAWAY, None, at, EXPIRED,
-                                 other, None) for f in sorted(which)]
+                events += [PairEvent(name, int(self.fences.ids[f]), FARAWAY, None, at, EXPIRED,
+                                 other, None) for f in sorted(which)
+                           if self.fences.asks[FARAWAY][f]]
             self.objects.drop(name)
         return events
 
-    def _position(self, name: str, pid: int, t: int, xy: np.ndarray) -> list[Event]:
+    def _position(self, name: str, pid: int, t: int, xy: np.ndarray) -> list[PairEvent]:
         """The events of one position, evaluated against the others' latest positions."""
         objects, fences = self.objects, self.fences
         k = objects.slot.get(name)
@@ -284,7 +247,7 @@ class RoamEngine:
         if k is not None:
             candidates[k] = False
         rows = np.flatnonzero(candidates)
-        events: list[Event] = []
+        events: list[PairEvent] = []
         if len(rows):
             _, _, dist = GEOD.inv(np.full(len(rows), xy[0]), np.full(len(rows), xy[1]),
                                   objects.xy[rows, 0], objects.xy[rows, 1])
@@ -301,11 +264,12 @@ class RoamEngine:
         return events
 
     def _pairs(self, name: str, pid: int, t: int, f: int,
-               others: list[tuple[str, float, bool]]) -> list[Event]:
+               others: list[tuple[str, float, bool]]) -> list[PairEvent]:
         """The events of fence ``f`` between a position of ``name`` and the others (name,
         distance, whether the fence matches it), in order of the others' ids."""
         limit = float(self.fences.distance_m[f])
         sid = int(self.fences.ids[f])
+        near_asked, far_asked = self.fences.asks[NEARBY][f], self.fences.asks[FARAWAY][f]
         events = []
         for other, d, matched in others:
             if not matched:
@@ -314,10 +278,12 @@ class RoamEngine:
             if not was and d <= limit:
                 self.near.setdefault(name, {}).setdefault(other, set()).add(f)
                 self.near.setdefault(other, {}).setdefault(name, set()).add(f)
-                events.append(Event(name, sid, NEARBY, pid, t, None, other, round(d, 3)))
+                if near_asked:
+                    events.append(PairEvent(name, sid, NEARBY, pid, t, None, other, round(d, 3)))
             elif was and d > limit * FARAWAY_FACTOR:
                 self._part(name, other, f)
-                events.append(Event(name, sid, FARAWAY, pid, t, None, other, round(d, 3)))
+                if far_asked:
+                    events.append(PairEvent(name, sid, FARAWAY, pid, t, None, other, round(d, 3)))
         return events
 
     def _part(self, a: str, b: str, f: int) -> None:

@@ -150,6 +150,9 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
                 out.state[i] = UNUSABLE
                 out.dead.append(_dead(msgs[last[i]], problem, int(ids[i])))
     # a fence is matched by its shape: the publications it intersects (``geops.events``)
+    # (the kinds of fixed fences only: a roaming fence matches as a plain subscription, and
+    # the events query computes fixed fences' events, ``geops.roam``)
+    detect = DetectKind.fixed(detect)
     relations[(out.state == LIVE) & (detect != 0)] = Relation.INTERSECTS
     out.detect = np.where(out.state == LIVE, detect, 0).astype(np.uint8)
     ok = out.state == LIVE

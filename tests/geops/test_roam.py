@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import shapely
 
-from geops.events import EXPIRED, Event
+from geops.events import EXPIRED, PairEvent
 from geops.fences import GEOD
+from geops.model import DetectKind
 from geops.roam import (
     FARAWAY,
     FARAWAY_FACTOR,
     NEARBY,
     RoamEngine,
     RoamFences,
-    parse_roam,
-    roam_problem,
 )
+from geops.roam_spec import parse_roam, roam_detect, roam_problem
 from geops.workload import objects as moving
 
 LON, LAT = 13.4, 52.5
@@ -101,8 +101,8 @@ def test_an_expired_object_parts_with_reason_expired_and_comes_back_new():
     e2 = RoamEngine(fences((1, 100.0, "a*"), (2, 100.0, "*")), ttl_ms=1000)
     feed(e2, ("a", 1, 0, *east(0)), ("ab", 2, 100, *east(10)), ("z", 3, 1200, *east(9000)),
          flush=False)
-    assert e2.finish() == [Event("a", 1, FARAWAY, None, 1000, EXPIRED, "ab"),
-                           Event("a", 2, FARAWAY, None, 1000, EXPIRED, "ab")]
+    assert e2.finish() == [PairEvent("a", 1, FARAWAY, None, 1000, EXPIRED, "ab"),
+                           PairEvent("a", 2, FARAWAY, None, 1000, EXPIRED, "ab")]
 
 
 def test_positions_are_held_for_the_lateness_and_later_ones_are_counted():
@@ -152,12 +152,12 @@ def test_good_globs_are_taken(glob):
 # -- against every pair, brute force -------------------------------------------------------
 
 def brute_force(positions: list[tuple[str, int, int, shapely.Geometry]],
-                specs: list[tuple[int, float, str]], ttl_ms: int | None) -> list[Event]:
+                specs: list[tuple[int, float, str]], ttl_ms: int | None) -> list[PairEvent]:
     """The rule of ``geops.roam`` as a plain loop: positions in (time, object, publication)
     order, each against every other live object's latest position, one geodesic a pair."""
     latest: dict[str, tuple[int, float, float]] = {}
     near: set[tuple[int, str, str]] = set()
-    events: list[Event] = []
+    events: list[PairEvent] = []
     specs = sorted(specs)
     for name, pid, t, geom in sorted(positions, key=lambda p: (p[2], p[0], p[1])):
         if not any(fnmatch.fnmatchcase(name, g) for _, _, g in specs):
@@ -170,7 +170,7 @@ def brute_force(positions: list[tuple[str, int, int, shapely.Geometry]],
                         for sid, _, _ in specs:
                             if (sid, *sorted((gone, other))) in near:
                                 near.discard((sid, *sorted((gone, other))))
-                                events.append(Event(gone, sid, FARAWAY, None, last + ttl_ms,
+                                events.append(PairEvent(gone, sid, FARAWAY, None, last + ttl_ms,
                                                     EXPIRED, other))
                     del latest[gone]
         x, y = shapely.centroid(geom).x, shapely.centroid(geom).y
@@ -185,10 +185,10 @@ def brute_force(positions: list[tuple[str, int, int, shapely.Geometry]],
                 key = (sid, *sorted((name, other)))
                 if key not in near and d <= limit:
                     near.add(key)
-                    events.append(Event(name, sid, NEARBY, pid, t, None, other, round(d, 3)))
+                    events.append(PairEvent(name, sid, NEARBY, pid, t, None, other, round(d, 3)))
                 elif key in near and d > limit * FARAWAY_FACTOR:
                     near.discard(key)
-                    events.append(Event(name, sid, FARAWAY, pid, t, None, other, round(d, 3)))
+                    events.append(PairEvent(name, sid, FARAWAY, pid, t, None, other, round(d, 3)))
         latest[name] = (t, x, y)
     if ttl_ms is not None and positions:
         end = max(p[2] for p in positions if any(fnmatch.fnmatchcase(p[0], g)
@@ -198,7 +198,7 @@ def brute_force(positions: list[tuple[str, int, int, shapely.Geometry]],
 
 
 def brute_force_expiry(latest: dict, near: set, specs: list, ttl_ms: int, end: int
-                       ) -> list[Event]:
+                       ) -> list[PairEvent]:
     """The expiries at the end of a stream, as the loop above does them."""
     events = []
     for gone, (last, _, _) in sorted(latest.items(), key=lambda i: (i[1][0], i[0])):
@@ -207,7 +207,7 @@ def brute_force_expiry(latest: dict, near: set, specs: list, ttl_ms: int, end: i
                 for sid, _, _ in specs:
                     if (sid, *sorted((gone, other))) in near:
                         near.discard((sid, *sorted((gone, other))))
-                        events.append(Event(gone, sid, FARAWAY, None, last + ttl_ms, EXPIRED,
+                        events.append(PairEvent(gone, sid, FARAWAY, None, last + ttl_ms, EXPIRED,
                                             other))
     return events
 
@@ -238,10 +238,10 @@ SPECS = [(3, 150.0, "courier-*"), (1, 400.0, "*"), (2, 250.0, "truck-[0-9]"),
          (9, 300.0, "bike-1*")]
 
 
-def run_engine(positions, specs, ttl_ms, lateness_ms, rng) -> RoamEngine | list[Event]:
+def run_engine(positions, specs, ttl_ms, lateness_ms, rng) -> RoamEngine | list[PairEvent]:
     """The engine's events with the positions in batches of random sizes."""
     engine = RoamEngine(fences(*specs), ttl_ms, lateness_ms)
-    events: list[Event] = []
+    events: list[PairEvent] = []
     lo = 0
     while lo < len(positions):
         hi = lo + int(rng.integers(1, 40))
@@ -305,3 +305,21 @@ def test_a_nearby_is_within_the_distance_and_a_faraway_beyond_the_hysteresis():
             assert e.distance_m <= limits[e.subscription_id] + 1e-3
         elif e.reason is None:
             assert e.distance_m > limits[e.subscription_id] * FARAWAY_FACTOR - 1e-3
+
+
+def test_a_roam_reports_both_kinds_unless_detect_names_one():
+    both = int(DetectKind.NEARBY | DetectKind.FARAWAY)
+    assert roam_detect(0, (100.0, "a*")) == both
+    assert roam_detect(int(DetectKind.ENTER), (100.0, "a*")) == both | int(DetectKind.ENTER)
+    assert roam_detect(int(DetectKind.NEARBY), (100.0, "a*")) == int(DetectKind.NEARBY)
+    assert roam_detect(int(DetectKind.EXIT), None) == int(DetectKind.EXIT)
+    with pytest.raises(ValueError, match=r"nearby and faraway need properties\.roam"):
+        roam_detect(int(DetectKind.FARAWAY), None)
+
+
+def test_a_fence_asking_for_one_kind_reports_only_it_and_still_follows_pairs():
+    only_far = RoamFences(np.array([1, 2]), np.array([100.0, 100.0]), ["*", "*"],
+                          np.array([int(DetectKind.FARAWAY), int(DetectKind.NEARBY)]))
+    e = RoamEngine(only_far)
+    got = feed(e, ("a", 1, 0, *east(0)), ("b", 2, 10, *east(50)), ("b", 3, 20, *east(500)))
+    assert got == [("b", 2, NEARBY, 2, "a", None), ("b", 1, FARAWAY, 3, "a", None)]

@@ -8,10 +8,11 @@ from schemas import codec
 from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
 
 
-def _codec_bytes(o, s, k, r, p, e, m, b) -> bytes:
+def _codec_bytes(o, s, k, r, p, e, m, b, other=None, d=None) -> bytes:
     return codec().encode("GeofenceEvent", {
         "object_id": o, "subscription_id": s, "kind": KINDS[k], "reason": r,
-        "publication_id": p, "event_time": e, "match_time": m, "batch_id": b})
+        "publication_id": p, "event_time": e, "match_time": m, "batch_id": b,
+        "other_object_id": other, "distance_m": d})
 
 
 def test_same_bytes_as_the_codec_on_random_batches():
@@ -49,3 +50,22 @@ def test_keys_packed_and_split_back():
     names = ["a", "", "obj-é7", "z" * 300]
     assert pack_strings(names).split() == [n.encode() for n in names]
     assert pack_strings([]).split() == []
+
+
+def test_roaming_events_name_the_other_object_and_the_distance():
+    rng = np.random.default_rng(5)
+    n = 50
+    objects = [f"c-{k}" for k in range(n)]
+    kinds = rng.integers(5, 7, n)
+    expired = rng.random(n) < 0.3
+    others = [f"ü-{k}" if k % 7 else "" for k in range(n)]
+    distances = [None if x else float(rng.uniform(0, 1e5)) for x in expired]
+    pub_ids = rng.integers(0, 2 ** 40, n)
+    got = encode_events(pack_strings(objects), np.arange(n), kinds,
+                        ["expired" if x else None for x in expired], ~expired, pub_ids,
+                        np.arange(n) * 10, np.arange(n) * 11, np.zeros(n, np.int64),
+                        others, distances)
+    assert got.split() == [_codec_bytes(
+        objects[k], k, int(kinds[k]), "expired" if expired[k] else None,
+        None if expired[k] else int(pub_ids[k]), 10 * k, 11 * k, 0, others[k], distances[k])
+        for k in range(n)]
