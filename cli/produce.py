@@ -30,7 +30,7 @@ from cli.common import reachable, settings
 from cli.errors import CommandError
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
-from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
+from geops.avro_input import is_avro, read_fences_avro, read_positions_avro
 from geops.errors import GeoJSONError
 from geops.fences import fence_problems
 from geops.geojson import Rejected, read_fences, read_ids, read_positions
@@ -228,9 +228,8 @@ def _subscribe(args: argparse.Namespace) -> int:
                 if value is not None}
     try:
         if is_avro(args.file):
-            subs, detect, distance, rows, rejected = read_fence_subscriptions_avro(args.file,
-                                                                                   defaults)
-            roams: list[tuple[float, str] | None] = [None] * len(subs)
+            subs, detect, distance, rows, rejected, roams = read_fences_avro(args.file,
+                                                                             defaults)
         else:
             if "detect" in defaults:
                 defaults["detect"] = DetectKind.names(defaults["detect"])
