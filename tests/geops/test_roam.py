@@ -21,6 +21,7 @@ from geops.roam import (
     RoamEngine,
     RoamFences,
 )
+from geops.roam_cells import CellEngine, CellGrid
 from geops.roam_spec import parse_roam, roam_detect, roam_problem
 from geops.workload import objects as moving
 
@@ -86,7 +87,7 @@ def test_only_pairs_whose_ids_both_match_the_glob():
 def test_objects_no_fence_matches_are_left_out():
     e = RoamEngine(fences((1, 100.0, "courier-*")))
     assert feed(e, ("van-1", 1, 0, *east(0)), ("van-2", 2, 1, *east(1))) == []
-    assert not e.objects.slot
+    assert not e.table.slot and not e.rule.latest
 
 
 def test_an_expired_object_parts_with_reason_expired_and_comes_back_new():
@@ -238,9 +239,10 @@ SPECS = [(3, 150.0, "courier-*"), (1, 400.0, "*"), (2, 250.0, "truck-[0-9]"),
          (9, 300.0, "bike-1*")]
 
 
-def run_engine(positions, specs, ttl_ms, lateness_ms, rng) -> RoamEngine | list[PairEvent]:
-    """The engine's events with the positions in batches of random sizes."""
-    engine = RoamEngine(fences(*specs), ttl_ms, lateness_ms)
+def run_engine(positions, specs, ttl_ms, lateness_ms, rng, kind=RoamEngine):
+    """The events of an engine (``RoamEngine``, or ``CellEngine``: candidates found in
+    cells) with the positions in batches of random sizes, and the engine."""
+    engine = kind(fences(*specs), ttl_ms, lateness_ms)
     events: list[PairEvent] = []
     lo = 0
     while lo < len(positions):
@@ -323,3 +325,45 @@ def test_a_fence_asking_for_one_kind_reports_only_it_and_still_follows_pairs():
     e = RoamEngine(only_far)
     got = feed(e, ("a", 1, 0, *east(0)), ("b", 2, 10, *east(50)), ("b", 3, 20, *east(500)))
     assert got == [("b", 2, NEARBY, 2, "a", None), ("b", 1, FARAWAY, 3, "a", None)]
+
+
+# -- spread over cells (geops.roam_cells): the stream's model -------------------------------
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_cells_give_the_single_engines_events(seed):
+    positions = moving_objects(seed)
+    rng = np.random.default_rng(seed)
+    shuffled = sorted(positions, key=lambda p: p[2] + rng.uniform(0, 1_500))
+    events, engine = run_engine(shuffled, SPECS, 2_000, 1_500, rng, CellEngine)
+    assert events == brute_force(positions, SPECS, ttl_ms=2_000) and engine.late == 0
+    busy = [n for n in engine.home_positions.values() if n]
+    assert len(busy) >= 4 and max(busy) < 0.8 * len(positions)     # the work is spread
+
+
+def test_cells_leave_out_the_same_late_positions():
+    positions = moving_objects(4)
+    rng = np.random.default_rng(9)
+    shuffled = sorted(positions, key=lambda p: p[2] + rng.uniform(0, 3_000))
+    one, single = run_engine(shuffled, SPECS, 2_000, 1_000, np.random.default_rng(1))
+    many, cells = run_engine(shuffled, SPECS, 2_000, 1_000, np.random.default_rng(1),
+                             CellEngine)
+    assert single.late > 0 and cells.late == single.late and many == one
+
+
+def test_every_point_within_the_reach_is_in_a_cell_the_position_is_sent_to():
+    """Around the globe, near a pole and across the antimeridian: a point at the reach in
+    any direction lies in the home cell or a copy's."""
+    grid = CellGrid(5_000.0)
+    rng = np.random.default_rng(2)
+    lon = np.concatenate([rng.uniform(-180, 180, 300), [179.99, -179.99, 0.0]])
+    lat = np.concatenate([rng.uniform(-85, 85, 300), [10.0, -60.0, 84.9]])
+    home, copies = grid.route(np.column_stack([lon, lat]))
+    sent: dict[int, set] = {k: {home[k]} for k in range(len(lon))}
+    for k, cell in copies:
+        sent[k].add(cell)
+    for azimuth in range(0, 360, 15):
+        x, y, _ = GEOD.fwd(lon, lat, np.full(len(lon), azimuth), np.full(len(lon), 5_000.0))
+        there, _ = grid.route(np.column_stack([x, y]))
+        assert all(there[k] in sent[k] for k in range(len(lon)))
+    low = np.abs(lat) <= 30                          # nearer a pole a column is narrower
+    assert max(len(sent[k]) for k in np.flatnonzero(low).tolist()) <= 12
