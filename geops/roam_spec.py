@@ -77,3 +77,17 @@ def roam_detect(detect: int, roam: tuple[float, str] | None) -> int:
                              "({\"distance_m\": metres, \"match\": glob of object ids})")
         return detect
     return detect if detect & ROAMING_KINDS else detect | ROAMING_KINDS
+
+
+def roam_record_problem(subscription_id: int, detect: int,
+                        roam: tuple[float, str] | None) -> str | None:
+    """Why a Subscription record's ``detect`` and ``roam`` make no roaming fence, naming the
+    subscription, or None: roaming kinds without a roam, or a roam whose distance or glob is
+    refused (``roam_problem``)."""
+    if roam is None:
+        if detect & ROAMING_KINDS:
+            return (f"subscription {subscription_id}: detect NEARBY and FARAWAY need a roam "
+                    f"(distance_m and match)")
+        return None
+    problem = roam_problem({"distance_m": roam[0], "match": roam[1]})
+    return None if problem is None else f"subscription {subscription_id}: roam {problem}"
