@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from schemas import codec
-from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
+from schemas.event_encoder import FEW, KINDS, Packed, encode_events, pack_strings
 
 
 def _codec_bytes(o, s, k, r, p, e, m, b) -> bytes:
@@ -16,7 +16,7 @@ def _codec_bytes(o, s, k, r, p, e, m, b) -> bytes:
 
 def test_same_bytes_as_the_codec_on_random_batches():
     rng = np.random.default_rng(3)
-    for n in (1, 7, 300):
+    for n in (1, 7, FEW, FEW + 1, 300):  # one by one up to FEW, vectorised above
         objects = [f"obj-{'é' * int(rng.integers(0, 3))}{rng.integers(0, 10 ** 12)}"
                    for _ in range(n)]
         subs = rng.integers(-2 ** 62, 2 ** 62, n)
@@ -39,10 +39,12 @@ def test_extremes_and_an_empty_batch():
     assert encode_events(pack_strings([]), np.empty(0), np.empty(0), [], np.empty(0, bool),
                          np.empty(0), np.empty(0), np.empty(0), np.empty(0)).split() == []
     row = ("", -(2 ** 63), 3, "", 2 ** 63 - 1, 0, -1, 2 ** 63 - 1)
-    packed = encode_events(pack_strings([row[0]]), np.array([row[1]]), np.array([row[2]]),
-                           [row[3]], np.array([True]), np.array([row[4]]), np.array([row[5]]),
-                           np.array([row[6]]), np.array([row[7]]))
-    assert Packed.of(packed.data, packed.ends_bytes()).split() == [_codec_bytes(*row)]
+    for n in (1, FEW + 1):   # one by one, and vectorised
+        packed = encode_events(pack_strings([row[0]] * n), np.array([row[1]] * n),
+                               np.array([row[2]] * n), [row[3]] * n, np.array([True] * n),
+                               np.array([row[4]] * n), np.array([row[5]] * n),
+                               np.array([row[6]] * n), np.array([row[7]] * n))
+        assert Packed.of(packed.data, packed.ends_bytes()).split() == [_codec_bytes(*row)] * n
 
 
 def test_keys_packed_and_split_back():
