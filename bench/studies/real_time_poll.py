@@ -65,7 +65,8 @@ def main() -> None:
     ends: dict[str, list[float]] = {n: [] for n in procs}
     names = list(procs)
     for k in range(args.polls):
-        for name in (names if k % 2 else names[::-1]):
+        # alternate the first also between period ends, which fall on every period-th poll
+        for name in (names if (k + k // args.period) % 2 else names[::-1]):
             p = procs[name]
             p.stdin.write(f"{k}\n")
             p.stdin.flush()
