@@ -308,8 +308,8 @@ class Service:
         if self.engine.real_time != self._real_time_told:
             self._real_time_told = self.engine.real_time
             if self.engine.real_time:
-                log.info("app %r runs in real time (its summaries' join): %s", self.app_id,
-                         REAL_TIME_WHY)
+                log.info("app %r runs in real time (its summaries' join): %s; a status every "
+                         "%.3g s, in every mode", self.app_id, REAL_TIME_WHY, self.period_s)
         result = self.engine.end_period(int(time.time() * 1000))
         self._own["periods"] += 1
         self._mid_batch = False  # its BatchSummary is late past the grace (or already here)
