@@ -226,7 +226,7 @@ def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) 
     code, events = EXIT_OK, None
     try:
         if standby:
-            lease, code = _wait_standby(cfg, kafka_conf, spark, feed, stopping)
+            lease, code = _wait_standby(cfg, kafka_conf, spark, feed, stopping, options)
             if code != EXIT_OK or stopping:
                 return code
             writer = runner.side.snapshots = _takeover_writer(checkpoint, identity, snapshot)
@@ -289,16 +289,19 @@ def _claim_lease(cfg: Config, kafka_conf: dict[str, str], spark: Any, watchdog: 
 
 
 def _wait_standby(cfg: Config, kafka_conf: dict[str, str], spark: Any, feed: SubscriptionFeed,
-                  stopping: list[int]) -> tuple[LeaseKeeper | None, int]:
+                  stopping: list[int], options: dict[str, str]
+                  ) -> tuple[LeaseKeeper | None, int]:
     """As a standby, ready to answer: follow the subscriptions and wait until the active
     app's lease lapses, then hold it (``app.launch.lease``). (the lease; the exit code when
     the app must end instead, else EXIT_OK)"""
-    from app.launch.lease import hold_lease, open_lease_log
+    from app.launch.lease import hold_lease, open_lease_log, rehearse_query
     from kafkaio.errors import KafkaUnavailable
     from kafkaio.lease import wait_for_lease
 
     try:
         feed.follow()
+        log.info("standby: rehearsed the query's start in %.1f s",
+                 rehearse_query(spark, options))
         lease_log = open_lease_log(cfg, kafka_conf)
         lease_log.catch_up()
         log.info("standby: ready to take over app '%s' (lease term %d held by %s); waiting "

@@ -81,3 +81,36 @@ def hold_lease(cfg: Config, kafka_conf: dict[str, str], spark: Any,
     log.info("holding the lease of app '%s' at term %d (heartbeat every %.2f s)",
              cfg.view.app.app_id, term, lease_s / 4)
     return keeper.start()
+
+
+def rehearse_query(spark: Any, options: dict[str, str], timeout: float = 60.0) -> float:
+    """Run one batch of a throwaway query on the publications (from their end, with a
+    checkpoint of its own, deleted after), so that a standby's real query after the takeover
+    finds Spark's streaming and Kafka connector classes loaded and compiled and the Python
+    callback server of ``foreachBatch`` running: on a C1-only JVM that first start costs
+    seconds. Returns the seconds it took."""
+    import shutil
+    import tempfile
+    import time
+
+    t0 = time.perf_counter()
+    where = tempfile.mkdtemp(prefix="geops-rehearsal-")
+    query = None
+    try:
+        query = (spark.readStream.format("kafka")
+                 .options(**{**options, "startingOffsets": "latest"}).load()
+                 .writeStream.foreachBatch(lambda _df, _batch: None)
+                 .option("checkpointLocation", where).trigger(processingTime="100 milliseconds")
+                 .start())
+        deadline = time.monotonic() + timeout
+        while not query.recentProgress and query.isActive and time.monotonic() < deadline:
+            query.awaitTermination(0.1)
+    except Exception as exc:  # only a head start: the real query reports its own failures
+        log.warning("standby: the rehearsal query failed (%s); the takeover starts cold",
+                    type(exc).__name__)
+    finally:
+        if query is not None:
+            with contextlib.suppress(Exception):
+                query.stop()
+        shutil.rmtree(where, ignore_errors=True)
+    return time.perf_counter() - t0
