@@ -771,8 +771,8 @@ def _supervise(cfg: Config, runner: BatchRunner, query: Any, start_query: Callab
             return EXIT_OK, None
         text = str(query.exception())
         fatal = fatal_failure(text, cfg)
-        if fatal is None and not stopping and supervisor.restart_after(text,
-                                                                       state.kafka_answered):
+        if fatal is None and not stopping and (supervisor.restart_after(
+                text, state.kafka_answered) or supervisor.after_concurrent_write(text)):
             query = start_query()
             continue
         return ((EXIT_FATAL, fatal) if fatal
@@ -827,6 +827,12 @@ def _follow(cfg: Config, runner: BatchRunner, query: Any, stopping: list[int], r
 _EXPECTED = re.compile(r"kafkaio\.errors\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 
+# What Spark says when a batch's offsets or commit file exists already (HDFSMetadataLog): a
+# process of this app taken over (``--standby``) wrote it; a restart runs that batch as planned.
+CONCURRENT_WRITE = "Multiple streaming jobs detected"
+CONCURRENT_RESTARTS = 3
+
+
 class Supervisor:
     """Restarts a query that Spark's Kafka connector failed because Kafka did not answer, from
     its checkpoint, once Kafka answers again. The outage counts from Kafka's last answer to the
@@ -841,6 +847,19 @@ class Supervisor:
         self.limit = outage_limit
         self.outage: str | None = None
         self._outage = Outage(kafka_conf.get("bootstrap.servers", "?"), outage_limit)
+        self.concurrent = 0  # restarts after a concurrent write to the checkpoint
+
+    def after_concurrent_write(self, text: str) -> bool:
+        """Whether to restart after Spark refused a checkpoint file another process wrote
+        first: an app this one took over (``--standby``) that ran on for a moment after it woke
+        planned the batch; the restart runs the batch as planned. Up to
+        ``CONCURRENT_RESTARTS`` times."""
+        if CONCURRENT_WRITE not in text or self.concurrent >= CONCURRENT_RESTARTS:
+            return False
+        self.concurrent += 1
+        log.warning("restarting the streaming query from its checkpoint: another process of "
+                    "this app wrote a batch's file in it first (an app taken over)")
+        return True
 
     def restart_after(self, text: str, answered: float | None = None) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka);

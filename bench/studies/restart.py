@@ -57,10 +57,11 @@ FIRST_ID = 2_000_000_000  # of the subscriptions added while the app is down
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
-def phases(log: str, started: float) -> dict[str, float]:
-    """Seconds from ``started`` (epoch) to the first log line of each phase."""
+def phases(log: str, started: float,
+           table: tuple[tuple[str, str], ...] = PHASES) -> dict[str, float]:
+    """Seconds from ``started`` (epoch) to the first log line of each phase of ``table``."""
     out = {}
-    for name, pattern in PHASES:
+    for name, pattern in table:
         for line in log.splitlines():
             stamp = _STAMP.match(line)
             if stamp and re.search(pattern, line):
