@@ -22,19 +22,15 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.harness.csv_tables import columns, write_csv
-from bench.harness.machine import describe
 from bench.harness.trees import app_topics
-from bench.studies.restart import ROOT, Stream, first_answer, phases
+from bench.studies.restart import ROOT, Stream, first_answer, on_own_broker, phases
 from config.exitcodes import EXIT_REPLACED
 from geops.avro_input import read_publications_avro
-from kafkaio import broker
 from schemas.records import publication_records
 
 # (column, the standby's log line that ends the phase); seconds from the fault
@@ -129,14 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="takeover-"))
-    info, _ = broker.start(work / "broker", port=0)
-    try:
-        rows = run(args, info.address, work)
-    finally:
-        broker.stop(work / "broker")
-    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
-    print(f"\n{describe()}\nwork directory {work}")
+    rows = on_own_broker("takeover-", args.out, lambda address, work: run(args, address, work))
     print(f"{'fault':>8} {'first answer s':>26} {'median':>7} "
           + " ".join(f"{name:>22}" for name, _ in TAKEOVER_PHASES) + "   (one value per round)")
     for kind in ("kill", "freeze"):
