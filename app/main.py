@@ -192,7 +192,7 @@ def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) 
     events_on = cfg.view.app.events == "on"
     topics = _topics(cfg, events_on)
     checkpoint = checkpoint_dir(cfg)
-    stopping = _stop_on_signals() if standby else []
+    stopping, lease = (_stop_on_signals() if standby else []), None
     try:
         options = _source_options(cfg, topics, starting_offsets)
         feed, ends = _start_feed(cfg, kafka_conf, topics, checkpoint)
@@ -206,13 +206,12 @@ def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) 
                                                      strategy.num_partitions, workers, spark,
                                                      watchdog)
     except EndedBeforeQuery as ended:
+        if lease is not None:
+            lease.close()
         return ended.exit_code
-    from app.static.snapshot import cross_shapes
     from app.static.snapshot_writer import SnapshotWriter
 
-    cross = {}  # before the scan's cache is dropped
-    if events_on:
-        cross = scan.cross_shapes() if scan is not None else cross_shapes(snapshot)
+    cross = _cross(scan, snapshot) if events_on else {}  # before the scan's cache is dropped
     writer = (None if identity is None or standby
               else SnapshotWriter(root_of(checkpoint), identity, snapshot))
     static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch,
@@ -331,6 +330,13 @@ def _takeover_writer(checkpoint: str, identity: Identity | None,
                  "static side is not that of the snapshot in force")
         return None
     return SnapshotWriter(root_of(checkpoint), identity, snapshot)
+
+
+def _cross(scan: Scan | None, snapshot: Snapshot | None) -> dict[int, bytes]:
+    """The shapes of the fences that ask for cross events, from the scan or the snapshot."""
+    from app.static.snapshot import cross_shapes
+
+    return scan.cross_shapes() if scan is not None else cross_shapes(snapshot)
 
 
 def _topics(cfg: Config, events_on: bool) -> Topics:
