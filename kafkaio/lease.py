@@ -248,9 +248,11 @@ class LeaseKeeper:
         ``force``: a write was refused as fenced), another process may have claimed the lease;
         read the log to its end first (waiting for Kafka up to the outage limit) and call
         ``replaced`` if so."""
+        if not force and not self.lapsed():  # the thread's reads suffice: no wait for it
+            self._look()
+            return
         with self._lock:
-            if force or self.lapsed():
-                self.log.catch_up()
+            self.log.catch_up()
             self._look()
 
     def lapsed(self) -> bool:
