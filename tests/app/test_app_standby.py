@@ -6,7 +6,9 @@ That one is then frozen (SIGSTOP of its process group): the other takes over and
 the frozen one is let go on (SIGCONT), reads the newer term and stops at once without a batch
 written (exit code 7, one line). At the end a read_committed reader sees every matching
 publication once, as the oracle says. The time from each fault to the first answer of the
-standby that took over is printed and recorded (``record_property``).
+standby that took over is printed and recorded (``record_property``). At least once, a frozen
+app that comes back stops the same way (what it was writing may be in Kafka twice, as that mode
+allows), and nothing is lost.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from pathlib import Path
 import pytest
 
 from config.exitcodes import EXIT_REPLACED
-from tests.app.delivery_checks import APP_FLAGS, assert_exactly_once, visible_output
+from tests.app.delivery_checks import (
+    APP_FLAGS,
+    assert_exactly_once,
+    assert_matches_oracle,
+    visible_output,
+)
 from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -92,6 +99,26 @@ def takeover(app: App, since: int = 0) -> tuple[float, float] | None:
     return None if answer is None else (stamp(lines[took]), stamp(answer))
 
 
+def resume_replaced(app: App) -> None:
+    """Let a frozen ``app`` go on: it must end as replaced, with its line, no batch written."""
+    before = len(app.text())
+    app.signal(signal.SIGCONT)
+    assert app.proc.wait(60) == EXIT_REPLACED, app.text()[-3000:]
+    after = app.text()[before:]
+    assert REPLACED in after, after[-3000:]
+    assert not ANSWERED.search(after), f"{app.name} wrote a batch after it came back"
+
+
+def finish(survivor: App, producer: LiveProducer, cfg, oracle, apps: list[App]) -> None:
+    """Once the stream is written and every matching publication visible, stop ``survivor``
+    (SIGTERM, exit 0)."""
+    producer.join()
+    wait_for("every matching publication visible",
+             lambda: len(visible_output(cfg)[0]) >= len(oracle) or None, apps, timeout=180)
+    survivor.signal(signal.SIGTERM)
+    assert survivor.proc.wait(120) == 0, survivor.text()[-3000:]
+
+
 def test_standbys_take_over_after_a_kill_and_a_freeze(workload, kafka_cfg, geops_env,
                                                       tmp_path, record_property):
     load_subscriptions_only(kafka_cfg, workload.subs)
@@ -131,21 +158,33 @@ def test_standbys_take_over_after_a_kill_and_a_freeze(workload, kafka_cfg, geops
               f"freeze (lease taken at {took_at - frozen:.1f} s) by {other.name}")
         record_property("freeze_to_first_answer_s", round(answered_at - frozen, 2))
 
-        before = len(first.text())
-        first.signal(signal.SIGCONT)
-        assert first.proc.wait(60) == EXIT_REPLACED, first.text()[-3000:]
-        after = first.text()[before:]
-        assert REPLACED in after, after[-3000:]
-        assert not ANSWERED.search(after), f"{first.name} wrote a batch after it came back"
-
-        producer.join()
-        got = wait_for("every matching publication visible",
-                       lambda: len(visible_output(kafka_cfg)[0]) >= len(workload.oracle)
-                       or None, apps, timeout=180)
-        assert got
-        other.signal(signal.SIGTERM)
-        assert other.proc.wait(120) == 0, other.text()[-3000:]
+        resume_replaced(first)
+        finish(other, producer, kafka_cfg, workload.oracle, apps)
     finally:
         for app in apps:
             app.end()
     assert_exactly_once(kafka_cfg, workload.oracle)
+
+
+def test_a_frozen_app_stops_at_least_once_too(workload, kafka_cfg, geops_env, tmp_path):
+    load_subscriptions_only(kafka_cfg, workload.subs)
+    env = {**os.environ, **geops_env}
+    flags = ["--delivery", "at-least-once"]
+    active = App("active", flags, env, tmp_path)
+    apps = [active]
+    try:
+        wait_for("the active app holding the lease", lambda: HOLDING in active.text(), apps)
+        standby = App("standby", ["--standby", *flags], env, tmp_path)
+        apps.append(standby)
+        wait_for("the standby ready", lambda: STANDBY_READY in standby.text(), apps)
+        producer = LiveProducer(kafka_cfg, workload.pubs,
+                                [Phase(len(workload.pubs), RATE)]).start()
+        wait_for("the active app answering", lambda: ANSWERED.search(active.text()), apps)
+        active.signal(signal.SIGSTOP)
+        wait_for("the standby answering after the freeze", lambda: takeover(standby), apps)
+        resume_replaced(active)
+        finish(standby, producer, kafka_cfg, workload.oracle, apps)
+    finally:
+        for app in apps:
+            app.end()
+    assert_matches_oracle(visible_output(kafka_cfg)[0], workload.oracle)
