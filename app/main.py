@@ -325,9 +325,12 @@ def _takeover_writer(checkpoint: str, identity: Identity | None,
     next restart builds from the topic and keeps a snapshot again)."""
     from app.static.snapshot_writer import SnapshotWriter
 
-    if identity is None or snapshot is None or not snapshot.dir.is_dir():
-        log.info("no snapshot of the static side is kept after taking over: the standby's "
-                 "static side is not that of the snapshot in force")
+    if identity is None:
+        return None
+    if snapshot is None or not snapshot.dir.is_dir():
+        log.info("no snapshot of the static side is kept after taking over: %s",
+                 "the standby built its static side from the topic" if snapshot is None
+                 else f"the snapshot it started from, {snapshot.name}, was replaced meanwhile")
         return None
     return SnapshotWriter(root_of(checkpoint), identity, snapshot)
 
