@@ -229,10 +229,9 @@ def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) 
             if code != EXIT_OK or stopping:
                 return code
             writer = runner.side.snapshots = _takeover_writer(checkpoint, identity, snapshot)
-        runner.start_output(lease)
+        events = _open_outputs(runner, lease, lambda: _events_query(
+            cfg, spark, kafka_conf, topics, checkpoint, events_start) if events_on else None)
         start_query = _query_starter(cfg, spark, options, runner, checkpoint)
-        events = (_events_query(cfg, spark, kafka_conf, topics, checkpoint, events_start)
-                  if events_on else None)
         query = _start_queries(checkpoint, start_query, events)
         state.last_input = time.monotonic()
         log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
@@ -257,6 +256,21 @@ def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) 
         watchdog.disarm()
         spark.stop()
     return code
+
+
+def _open_outputs(runner: BatchRunner, lease: LeaseKeeper | None,
+                  events: Callable[[], EventsQuery | None]) -> EventsQuery | None:
+    """Open the matching query's output and make the events query (``events``) with its own,
+    side by side: under exactly-once each producer's ``init_transactions`` waits for the
+    coordinator to abort what an older process of the app left open (a frozen app a standby
+    took over from leaves a transaction open), and the two wait at once. Returns the events
+    query."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="geops-events-output") as pool:
+        made = pool.submit(events)
+        runner.start_output(lease)
+        return made.result()
 
 
 def _start_queries(checkpoint: str, start_query: Callable[[], Any],
