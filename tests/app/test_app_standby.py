@@ -37,8 +37,7 @@ from tests.app.live import LiveProducer, Phase, load_subscriptions_only
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RATE = 40.0  # publications per second: the 1,500 of the workload last through both faults
-FLAGS = ["--master", "local[2]", "--delivery", "exactly-once", "--stop-after-idle", "0s",
-         "--events", "off"]
+FLAGS = ["--master", "local[2]", "--delivery", "exactly-once", "--stop-after-idle", "0s"]
 STANDBY_READY = "standby: ready to take over"
 HOLDING = "holding the lease of app"
 TOOK = re.compile(r"took the lease of app '[^']*' at term (\d+)")
