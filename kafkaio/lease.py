@@ -6,7 +6,9 @@ The log's order decides, and every reader of the one partition sees the same ord
 
 - a ``claim`` for a term above the current one takes the lease (the first claim of a term
   wins; a later claim of the same or a lower term changes nothing);
-- a ``heartbeat`` of the current term by its holder keeps the lease fresh.
+- a ``heartbeat`` of the current term by its holder keeps the lease fresh; one of a term above
+  the current one takes it too (only the winner of a term writes heartbeats of it, and the
+  topic is compacted: the claim may be gone).
 
 The holder appends a heartbeat every fraction of the lease time. A waiting process (a
 standby) that has read to the end of the log and seen nothing fresh for the lease time, by its
@@ -98,7 +100,7 @@ class LeaseState:
         """Take ``rec`` (the next record of the log) into account, read at ``now``."""
         if rec.app != self.app:
             return
-        if rec.kind == CLAIM and rec.term > self.term:
+        if rec.term > self.term:  # a heartbeat: its term's claim was compacted away
             self.term, self.holder, self.fresh = rec.term, rec.holder, now
         elif rec.kind == HEARTBEAT and rec.term == self.term and rec.holder == self.holder:
             self.fresh = now
@@ -128,8 +130,7 @@ class LeaseLog:
         self._consumer.assign([TopicPartition(topic, 0, -2)])  # OFFSET_BEGINNING
         self._producer = producer(conf, **{"linger.ms": 0, "acks": "all"})
 
-    def read(self, timeout: float = 0.0, on_record: Callable[[LeaseRecord], None] | None = None
-             ) -> None:
+    def read(self, timeout: float = 0.0) -> None:
         """Apply the records that arrived (waiting up to ``timeout`` for the first)."""
         for msg in self._consumer.consume(500, timeout=timeout):
             err = msg.error()
@@ -146,8 +147,6 @@ class LeaseLog:
             rec = LeaseRecord.decode(msg.value())
             if rec is not None:
                 self.state.apply(rec, time.monotonic())
-                if on_record is not None:
-                    on_record(rec)
 
     def catch_up(self) -> None:
         """Read up to the end of the log as the broker says it is now; Kafka is waited for up

@@ -37,3 +37,13 @@ def test_records_round_trip_and_foreign_values_are_skipped():
     assert LeaseRecord.decode(b"not json") is None
     assert LeaseRecord.decode(b'{"app":"x","term":1,"kind":"vote","holder":"h"}') is None
     assert LeaseRecord.decode(None) is None
+
+
+def test_a_heartbeat_whose_claim_was_compacted_away_takes_the_lease():
+    """The compacted topic keeps the newest record per app of a closed segment: a reader may
+    find the holder's heartbeat without its claim, and must not claim over a live holder."""
+    state = LeaseState("geops", fresh=0.0)
+    state.apply(rec(HEARTBEAT, 5, "a"), 1.0)
+    state.apply(rec(CLAIM, 5, "b"), 2.0)   # a late claim of the same term loses
+    state.apply(rec(HEARTBEAT, 5, "a"), 3.0)
+    assert (state.term, state.holder, state.fresh) == (5, "a", 3.0)
