@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafkaio.clients import consumer, producer
-from kafkaio.errors import KafkaUnavailable
+from kafkaio.errors import KafkaUnavailable, LeaseLost, NoLeaseTopic
 from kafkaio.retry import Outage
 
 log = logging.getLogger("geops.kafka.lease")
@@ -108,10 +108,6 @@ class LeaseState:
     def lapsed(self, now: float, lease_s: float) -> bool:
         """Whether nothing confirmed the current term for ``lease_s``."""
         return now - self.fresh > lease_s
-
-
-class NoLeaseTopic(KafkaUnavailable):
-    """The lease topic does not exist."""
 
 
 class LeaseLog:
@@ -197,10 +193,6 @@ class LeaseLog:
     def close(self) -> None:
         self._consumer.close()
         self._producer.flush(1.0)
-
-
-class LeaseLost(KafkaUnavailable):
-    """Another process claimed the same term first."""
 
 
 class LeaseKeeper:

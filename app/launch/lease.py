@@ -20,7 +20,8 @@ from typing import Any, NoReturn
 
 from config import Config
 from config.exitcodes import EXIT_REPLACED
-from kafkaio.lease import LeaseKeeper, LeaseLog, LeaseState, NoLeaseTopic, holder_name
+from kafkaio.errors import NoLeaseTopic
+from kafkaio.lease import LeaseKeeper, LeaseLog, LeaseState, holder_name
 
 log = logging.getLogger("geops.app")
 
