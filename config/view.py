@@ -31,6 +31,7 @@ class TopicsSettings:
     events: TopicSettings
     positions: TopicSettings
     object_state: TopicSettings
+    lease: TopicSettings
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class AppSettings:
     delivery: str
     fold_bytes: int
     static_snapshot: str
+    lease_time: float
     events: str
     object_ttl: float
 
