@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from app.subscriptions.feed import SubscriptionFeed
     from app.subscriptions.scan import Scan, SubscriptionSet
     from geops.strategies.strategy import Layout
+    from kafkaio.lease import LeaseKeeper
     from schemas.assignment import Owners
 
 log = logging.getLogger("geops.app")
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                         default="earliest",
                         help="where a new query (no checkpoint yet) starts reading "
                              "publications (default: earliest)")
+    parser.add_argument("--standby", action="store_true",
+                        help="start as a standby of the app (same app id and checkpoint): "
+                             "build or load the static side, then wait until the running "
+                             "app's lease lapses and take its checkpoint over")
     config.add_arguments(parser, ["kafka", "state", "topics", "app", "spark"])
     return parser
 
@@ -173,25 +178,27 @@ def starting(status: dict) -> bool:
     return status["message"].startswith("Initializing")
 
 
-def run(cfg: Config, starting_offsets: str = "earliest") -> int:
-    """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails."""
-    from app.batch.parts import KafkaSide, RunnerSettings, Topics
+def run(cfg: Config, starting_offsets: str = "earliest", standby: bool = False) -> int:
+    """Run the app until it is stopped, idle for ``app.stop_after_idle`` or fails;
+    ``standby``: get everything ready, then wait until the active app's lease lapses and take
+    its checkpoint over (``app.launch.lease``)."""
+    from app.batch.parts import KafkaSide, RunnerSettings
     from app.batch.runner import BatchState
 
     if cfg.view.app.mode == "real-time":
-        return run_real_time(cfg, starting_offsets)
+        return _refuse_standby() if standby else run_real_time(cfg, starting_offsets)
 
     kafka_conf = cfg.kafka_client()
     events_on = cfg.view.app.events == "on"
-    topics = Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
-                    cfg.topic("control"), cfg.topic("dead_letter"),
-                    cfg.topic("positions") if events_on else "")
+    topics = _topics(cfg, events_on)
     checkpoint = checkpoint_dir(cfg)
+    stopping, lease = (_stop_on_signals() if standby else []), None
     try:
         options = _source_options(cfg, topics, starting_offsets)
         feed, ends = _start_feed(cfg, kafka_conf, topics, checkpoint)
         events_start = _positions_end(cfg, kafka_conf, topics, feed) if events_on else ""
         spark, watchdog = _start_spark(cfg, feed)
+        lease = None if standby else _claim_lease(cfg, kafka_conf, spark, watchdog, feed)
         workers = cfg.view.app.workers or spark.sparkContext.defaultParallelism
         identity, snapshot, scan, found, strategy = _subscriptions(
             cfg, kafka_conf, checkpoint, ends, feed, spark, watchdog, workers)
@@ -199,14 +206,13 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                                                      strategy.num_partitions, workers, spark,
                                                      watchdog)
     except EndedBeforeQuery as ended:
+        if lease is not None:
+            lease.close()
         return ended.exit_code
-    from app.static.snapshot import cross_shapes
     from app.static.snapshot_writer import SnapshotWriter
 
-    cross = {}  # before the scan's cache is dropped
-    if events_on:
-        cross = scan.cross_shapes() if scan is not None else cross_shapes(snapshot)
-    writer = (None if identity is None
+    cross = _cross(scan, snapshot) if events_on else {}  # before the scan's cache is dropped
+    writer = (None if identity is None or standby
               else SnapshotWriter(root_of(checkpoint), identity, snapshot))
     static = _build_static(cfg, spark, strategy, scan, found, workers, owners, epoch,
                            snapshot, writer, ends)
@@ -216,29 +222,31 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
                           _static_parts(spark, strategy, found, workers, static, topics,
                                         cross, writer),
                           state, workers)
-    Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    ready_path(checkpoint).unlink(missing_ok=True)
-    start_query = _query_starter(cfg, spark, options, runner, checkpoint)
-    events = (_events_query(cfg, spark, kafka_conf, topics, checkpoint, events_start)
-              if events_on else None)
-    if events is not None:
-        events.prepare()  # first: it starts at the positions the matching query writes next
-    query = start_query()
-    state.last_input = time.monotonic()
-    log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
-    stopping = _stop_on_signals()
-    code = EXIT_OK
-    supervisor = Supervisor(kafka_conf, cfg.view.kafka.outage_limit)
+    code, events = EXIT_OK, None
     try:
+        if standby:
+            lease, code = _wait_standby(cfg, kafka_conf, spark, feed, stopping, options)
+            if code != EXIT_OK or stopping:
+                return code
+            writer = runner.side.snapshots = _takeover_writer(checkpoint, identity, snapshot)
+        events = _open_outputs(runner, lease, lambda: _events_query(
+            cfg, spark, kafka_conf, topics, checkpoint, events_start) if events_on else None)
+        start_query = _query_starter(cfg, spark, options, runner, checkpoint)
+        query = _start_queries(checkpoint, start_query, events)
+        state.last_input = time.monotonic()
+        log.info("streaming from '%s' (checkpoint %s)", topics.publications, checkpoint)
+        stopping = stopping if standby else _stop_on_signals()
+        supervisor = Supervisor(kafka_conf, cfg.view.kafka.outage_limit)
         code, message = _supervise(cfg, runner, query, start_query, stopping, supervisor,
                                    events)
         if message is not None:
             log.error("%s", message)
     finally:
-        ready_path(checkpoint).unlink(missing_ok=True)
+        if runner.output is not None:
+            ready_path(checkpoint).unlink(missing_ok=True)
         if events is not None:
             _stop_events(events, drain=code == EXIT_OK, wanted=runner.wrote_positions)
-        runner.close(abandon=code != EXIT_OK)
+        runner.close(abandon=code != EXIT_OK)  # and the lease it checked
         feed.close(wait=code != EXIT_OUTAGE)
         control.close()
         if writer is not None:
@@ -248,6 +256,118 @@ def run(cfg: Config, starting_offsets: str = "earliest") -> int:
         watchdog.disarm()
         spark.stop()
     return code
+
+
+def _open_outputs(runner: BatchRunner, lease: LeaseKeeper | None,
+                  events: Callable[[], EventsQuery | None]) -> EventsQuery | None:
+    """Open the matching query's output and make the events query (``events``) with its own,
+    side by side: under exactly-once each producer's ``init_transactions`` waits for the
+    coordinator to abort what an older process of the app left open (a frozen app a standby
+    took over from leaves a transaction open), and the two wait at once. Returns the events
+    query."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="geops-events-output") as pool:
+        made = pool.submit(events)
+        runner.start_output(lease)
+        return made.result()
+
+
+def _start_queries(checkpoint: str, start_query: Callable[[], Any],
+                   events: EventsQuery | None) -> Any:
+    """Start the events query (first: it starts at the positions the matching query writes
+    next), then the matching query; returns the latter."""
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    ready_path(checkpoint).unlink(missing_ok=True)
+    if events is not None:
+        events.prepare()
+    return start_query()
+
+
+def _claim_lease(cfg: Config, kafka_conf: dict[str, str], spark: Any, watchdog: Watchdog,
+                 feed: SubscriptionFeed) -> LeaseKeeper | None:
+    """Claim the app's lease now (``app.launch.lease``), before the static side is built, so
+    that a standby started meanwhile waits for this app; None without a lease topic."""
+    from app.launch.lease import hold_lease
+    from kafkaio.errors import KafkaUnavailable
+
+    try:
+        return hold_lease(cfg, kafka_conf, spark)
+    except KafkaUnavailable as exc:
+        log.error("the lease: %s", one_line(exc))
+        feed.close()
+        watchdog.disarm()
+        spark.stop()
+        raise EndedBeforeQuery(exc.exit_code) from exc
+
+
+def _wait_standby(cfg: Config, kafka_conf: dict[str, str], spark: Any, feed: SubscriptionFeed,
+                  stopping: list[int], options: dict[str, str]
+                  ) -> tuple[LeaseKeeper | None, int]:
+    """As a standby, ready to answer: follow the subscriptions and wait until the active
+    app's lease lapses, then hold it (``app.launch.lease``). (the lease; the exit code when
+    the app must end instead, else EXIT_OK)"""
+    from app.launch.lease import hold_lease, open_lease_log, rehearse_query
+    from kafkaio.errors import KafkaUnavailable
+    from kafkaio.lease import wait_for_lease
+
+    try:
+        feed.follow()
+        log.info("standby: rehearsed the query's start in %.1f s",
+                 rehearse_query(spark, options))
+        lease_log = open_lease_log(cfg, kafka_conf)
+        lease_log.catch_up()
+        log.info("standby: ready to take over app '%s' (lease term %d held by %s); waiting "
+                 "until nothing fresh comes from it for %.1f s", cfg.view.app.app_id,
+                 lease_log.state.term, lease_log.state.holder or "nobody",
+                 cfg.view.app.lease_time)
+        won = wait_for_lease(lease_log, cfg.view.app.lease_time, lambda: bool(stopping))
+        if won is None:
+            lease_log.close()
+            log.info("standby: stopped while waiting; it never took over")
+            return None, EXIT_OK
+        return hold_lease(cfg, kafka_conf, spark, (lease_log, *won)), EXIT_OK
+    except KafkaUnavailable as exc:
+        log.error("the lease: %s", one_line(exc))
+        return None, exc.exit_code
+
+
+def _takeover_writer(checkpoint: str, identity: Identity | None,
+                     snapshot: Snapshot | None) -> SnapshotWriter | None:
+    """The writer of the static side's snapshot after a standby took over: on the snapshot
+    the standby started from, while the active app's writer has not replaced it (else the
+    next restart builds from the topic and keeps a snapshot again)."""
+    from app.static.snapshot_writer import SnapshotWriter
+
+    if identity is None:
+        return None
+    if snapshot is None or not snapshot.dir.is_dir():
+        log.info("no snapshot of the static side is kept after taking over: %s",
+                 "the standby built its static side from the topic" if snapshot is None
+                 else f"the snapshot it started from, {snapshot.name}, was replaced meanwhile")
+        return None
+    return SnapshotWriter(root_of(checkpoint), identity, snapshot)
+
+
+def _cross(scan: Scan | None, snapshot: Snapshot | None) -> dict[int, bytes]:
+    """The shapes of the fences that ask for cross events, from the scan or the snapshot."""
+    from app.static.snapshot import cross_shapes
+
+    return scan.cross_shapes() if scan is not None else cross_shapes(snapshot)
+
+
+def _topics(cfg: Config, events_on: bool) -> Topics:
+    from app.batch.parts import Topics
+
+    return Topics(cfg.topic("publications"), cfg.topic("matches"), cfg.topic("metrics"),
+                  cfg.topic("control"), cfg.topic("dead_letter"),
+                  cfg.topic("positions") if events_on else "")
+
+
+def _refuse_standby() -> int:
+    log.error("--standby: a standby takes over a micro-batch app only (app.mode is real-time, "
+              "whose failed tasks Spark runs again itself)")
+    return EXIT_USAGE
 
 
 def run_real_time(cfg: Config, starting_offsets: str = "earliest") -> int:
@@ -674,8 +794,8 @@ def _supervise(cfg: Config, runner: BatchRunner, query: Any, start_query: Callab
             return EXIT_OK, None
         text = str(query.exception())
         fatal = fatal_failure(text, cfg)
-        if fatal is None and not stopping and supervisor.restart_after(text,
-                                                                       state.kafka_answered):
+        if fatal is None and not stopping and (supervisor.restart_after(
+                text, state.kafka_answered) or supervisor.after_concurrent_write(text)):
             query = start_query()
             continue
         return ((EXIT_FATAL, fatal) if fatal
@@ -730,6 +850,12 @@ def _follow(cfg: Config, runner: BatchRunner, query: Any, stopping: list[int], r
 _EXPECTED = re.compile(r"kafkaio\.errors\.(KafkaOutage|DataLoss): ([^\n]*)")
 
 
+# What Spark says when a batch's offsets or commit file exists already (HDFSMetadataLog): a
+# process of this app taken over (``--standby``) wrote it; a restart runs that batch as planned.
+CONCURRENT_WRITE = "Multiple streaming jobs detected"
+CONCURRENT_RESTARTS = 3
+
+
 class Supervisor:
     """Restarts a query that Spark's Kafka connector failed because Kafka did not answer, from
     its checkpoint, once Kafka answers again. The outage counts from Kafka's last answer to the
@@ -744,6 +870,19 @@ class Supervisor:
         self.limit = outage_limit
         self.outage: str | None = None
         self._outage = Outage(kafka_conf.get("bootstrap.servers", "?"), outage_limit)
+        self.concurrent = 0  # restarts after a concurrent write to the checkpoint
+
+    def after_concurrent_write(self, text: str) -> bool:
+        """Whether to restart after Spark refused a checkpoint file another process wrote
+        first: an app this one took over (``--standby``) that ran on for a moment after it woke
+        planned the batch; the restart runs the batch as planned. Up to
+        ``CONCURRENT_RESTARTS`` times."""
+        if CONCURRENT_WRITE not in text or self.concurrent >= CONCURRENT_RESTARTS:
+            return False
+        self.concurrent += 1
+        log.warning("restarting the streaming query from its checkpoint: another process of "
+                    "this app wrote a batch's file in it first (an app taken over)")
+        return True
 
     def restart_after(self, text: str, answered: float | None = None) -> bool:
         """Whether to restart after a query failed with ``text`` (after waiting for Kafka);
@@ -808,7 +947,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(one_line(exc, "geops app"), file=sys.stderr)
         return exc.exit_code
-    return run(cfg, args.starting_offsets)
+    return run(cfg, args.starting_offsets, args.standby)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,9 @@ def _run(args: argparse.Namespace) -> int:
     from kafkaio.java_conf import java_client_conf
 
     cfg = config.from_args(args)  # validate everything before starting Spark
+    if args.standby and cfg.view.app.mode == "real-time":
+        raise CommandError("--standby: a standby takes over a micro-batch app only, not one in "
+                           "real-time mode (--mode real-time)")
     if not cfg.bootstrap_servers():
         raise CommandError("no Kafka bootstrap servers configured")
     java_client_conf(cfg.kafka_client())  # the settings must reach Spark's Kafka connector too

@@ -39,6 +39,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def non_negative_duration(text: str) -> float:
+    """argparse type: a duration such as 500ms, 10s, 2m or a number of seconds, 0 or more."""
+    try:
+        value = config.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration of 0 or more, got {text!r}")
+    return value
+
+
 def positive_duration(text: str) -> float:
     """argparse type: a duration such as 500ms, 10s, 2m or a number of seconds, above zero."""
     try:

@@ -81,6 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "of the stream, and a fifth of the subscriptions are fences that "
                         "detect (properties.detect), some with properties.distance_m "
                         "(default 0: none)")
+    p.add_argument("--roam-share", type=float, default=0.0, metavar="F",
+                   help="with --objects: this fraction of the subscriptions (drawn among the "
+                        "plain ones) are also roaming fences (properties.roam: 100 m to 2 km, "
+                        "and the objects' ids matching object-*, object-1* or object-2?) "
+                        "(default 0: none)")
     p.add_argument("--first-id", type=non_negative_int, default=0, metavar="N",
                    help="subscription and publication ids count from N (default 0), so that a "
                         "second workload can join a first one on the same topics")
@@ -238,7 +243,7 @@ def _generate(args: argparse.Namespace) -> int:
             seed=args.seed, subscriptions=args.subscriptions, publications=args.publications,
             point_share=args.point_share, relation=relation, skew=spec, world=world,
             start_time_ms=start, interval_ms=args.interval_ms, objects=args.objects,
-            first_id=args.first_id, log=log)
+            first_id=args.first_id, roam_share=args.roam_share, log=log)
     except ParameterError as exc:
         raise CommandError(exc.render(_flag), EXIT_USAGE) from None
     except DataError as exc:
@@ -253,7 +258,7 @@ def _generate(args: argparse.Namespace) -> int:
             "relation": None if relation is None else relation.name,
             "start_time_ms": start, "interval_ms": args.interval_ms,
             "world_size": dict(zip(LAYERS, sizes, strict=True)),
-            "objects": args.objects, "first_id": args.first_id,
+            "objects": args.objects, "first_id": args.first_id, "roam_share": args.roam_share,
         },
     }
     try:
@@ -309,7 +314,8 @@ def _print_summary(doc: dict[str, Any], out: str) -> None:
     if doc["objects"] is not None:
         o = doc["objects"]
         print(f"objects: {o['count']:,} moving; fences: {o['fences']:,} detecting, "
-              f"{o['distance_fences']:,} with a distance ({o['point_fences']:,} around points)")
+              f"{o['distance_fences']:,} with a distance ({o['point_fences']:,} around points), "
+              f"{o['roaming_fences']:,} roaming")
     if doc["skew"] is not None and doc["skew"]["measured"] is not None:
         s = doc["skew"]
         requested = "not steered" if s["requested"] is None else f"requested {s['requested']}"

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cli.common import positive_duration, positive_int
+from cli.common import non_negative_duration, positive_duration, positive_int
 from cli.errors import CommandError
 from config.exitcodes import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from geops.errors import GeoJSONError
 from geops.geojson import Rejected
-from geops.offline import events_files, match_files
+from geops.offline import ROAM_LATENESS_MS, events_files, match_files
 from geops.partitioning import PARTITIONERS
 from geops.strategies import STRATEGIES
 
@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                'line {"object_id": "...", "subscription_id": ID, "kind": "enter|exit|inside|'
                'outside|cross", "publication_id": ID, "event_time": MS} per geofence event, '
                "publication after publication in file order (an expiry: publication_id null, "
-               'event_time last seen + TTL, and "reason": "expired"); --strategy, '
+               'event_time last seen + TTL, and "reason": "expired"); a roaming fence\'s '
+               '(properties.roam) kind is "nearby|faraway" and its line adds "other_object_id" '
+               'and "distance_m"; --strategy, '
                "--partitions and --partitioner are not used then. Exit code 3 when input "
                "features were rejected, 2 on usage errors.")
     p.add_argument("--subscriptions", required=True, metavar="SUBS.geojson",
@@ -62,6 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--object-ttl", type=positive_duration, metavar="DURATION",
                    help="with --events: an object unseen for longer is forgotten, with an "
                         "exit (reason expired) from every fence it was in (default 10m)")
+    p.add_argument("--roam-lateness", type=non_negative_duration, metavar="DURATION",
+                   help="with --events: roaming fences hold a position until the file's "
+                        "latest event time is this far past it, and leave out (count) one "
+                        "that comes later (default 10s)")
     p.set_defaults(func=_run)
 
 
@@ -77,8 +83,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.events:
         return _run_events(args, log)
-    if args.object_id_field is not None or args.object_ttl is not None:
-        raise CommandError("--object-id-field and --object-ttl need --events", EXIT_USAGE)
+    if (args.object_id_field is not None or args.object_ttl is not None
+            or args.roam_lateness is not None):
+        raise CommandError("--object-id-field, --object-ttl and --roam-lateness need --events",
+                           EXIT_USAGE)
     report, rejected = _computed(args, lambda: match_files(
         args.subscriptions, args.publications, args.out, strategy=args.strategy,
         partitions=args.partitions, partitioner=args.partitioner, log=log))
@@ -109,12 +117,18 @@ def _run_events(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     report, rejected = _computed(args, lambda: events_files(
         args.subscriptions, args.publications, args.out,
         object_id_field=args.object_id_field or "object_id",
-        ttl_ms=round((args.object_ttl or 600.0) * 1000), log=log))
+        ttl_ms=round((args.object_ttl or 600.0) * 1000),
+        roam_lateness_ms=(ROAM_LATENESS_MS if args.roam_lateness is None
+                          else round(args.roam_lateness * 1000)), log=log))
+    roaming = (f"{report.roaming_events:,} of {report.roaming_fences:,} roaming fences, "
+               f"{report.late:,} positions too late for them; " if report.roaming_fences
+               else "")
     print(f"geops match: {report.events:,} events ({report.expired:,} expiries) of "
           f"{report.positions:,} positions among {report.publications:,} publications against "
           f"{report.fences:,} detecting fences of {report.subscriptions:,} subscriptions in "
-          f"{report.seconds:.2f} s; {report.dropped:,} positions older than their object's "
-          f"last dropped; {rejected} features rejected; wrote {args.out}", file=sys.stderr)
+          f"{report.seconds:.2f} s; {roaming}{report.dropped:,} positions older than their "
+          f"object's last dropped; {rejected} features rejected; wrote {args.out}",
+          file=sys.stderr)
     return EXIT_REJECTED if rejected else EXIT_OK
 
 

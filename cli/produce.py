@@ -30,10 +30,10 @@ from cli.common import reachable, settings
 from cli.errors import CommandError
 from cli.progress import Progress
 from config.exitcodes import EXIT_REJECTED
-from geops.avro_input import is_avro, read_fence_subscriptions_avro, read_positions_avro
+from geops.avro_input import is_avro, read_fences_avro, read_positions_avro
 from geops.errors import GeoJSONError
 from geops.fences import fence_problems
-from geops.geojson import Rejected, read_fence_subscriptions, read_ids, read_positions
+from geops.geojson import Rejected, read_fences, read_ids, read_positions
 from geops.model import DetectKind, Subscriptions
 from kafkaio.sender import Sender, produce_encoded, produce_records
 from schemas.bulk_encoder import encode_subscriptions
@@ -68,8 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "subscribe", help="produce subscriptions from a GeoJSON file",
         description="Produce each feature of a GeoJSON FeatureCollection as an Avro "
                     "Subscription keyed by properties.id, with properties.relation "
-                    "(case-insensitive) as its relation, and properties.detect and "
-                    "properties.distance_m when present (a fence for geofence events).")
+                    "(case-insensitive) as its relation, and properties.detect, "
+                    "properties.distance_m (a fence for geofence events) and properties.roam "
+                    "(a roaming fence: {\"distance_m\": metres, \"match\": glob of object "
+                    "ids}) when present.")
     subs.add_argument("--file", required=True, metavar="F", help=INPUT_HELP)
     subs.add_argument("--detect", type=_detect_kinds, metavar="KINDS",
                       help=f"detect kinds (comma-separated: {DetectKind.choices()}) for the "
@@ -226,38 +228,36 @@ def _subscribe(args: argparse.Namespace) -> int:
                 if value is not None}
     try:
         if is_avro(args.file):
-            subs, detect, distance, rows, rejected = read_fence_subscriptions_avro(args.file,
-                                                                                   defaults)
+            subs, detect, distance, rows, rejected, roams = read_fences_avro(args.file,
+                                                                             defaults)
         else:
             if "detect" in defaults:
                 defaults["detect"] = DetectKind.names(defaults["detect"])
-            subs, detect, distance, rows, rejected = read_fence_subscriptions(
-                args.file, defaults=defaults)
+            subs, detect, distance, rows, rejected, roams = read_fences(args.file,
+                                                                        defaults=defaults)
     except GeoJSONError as exc:
         raise CommandError(str(exc), 2) from None
     except OSError as exc:
         raise _read_error(args.file, exc) from None
-    subs, detect, distance, refused = refuse_bad_fences(subs, detect, distance, rows,
-                                                        "record" if is_avro(args.file)
-                                                        else "feature")
+    kept, refused = refuse_bad_fences(subs, detect, distance, rows,
+                                      "record" if is_avro(args.file) else "feature")
+    subs, detect, distance = subs.take(kept), detect[kept], distance[kept]
     keys = [str(sid).encode() for sid in subs.ids.tolist()]
     return _produce(args, cfg, "subscriptions", "Subscription",
-                    (keys, encode_subscriptions(subs, detect, distance)),
+                    (keys, encode_subscriptions(subs, detect, distance,
+                                                [roams[k] for k in kept.tolist()])),
                     sorted(rejected + refused, key=lambda r: r.index))
 
 
 def refuse_bad_fences(subs: Subscriptions, detect: np.ndarray, distance: np.ndarray,
-                      rows: list[int], what: str = "feature"
-                      ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[Rejected]]:
-    """Leave out the subscriptions whose distance makes no fence (without detect kinds, near a
-    pole, across the antimeridian, too large: ``geops.fences.fence_problems``), each rejected
-    by its feature index (``rows``) with the reason naming it; the rest unchanged."""
+                      rows: list[int], what: str = "feature") -> tuple[np.ndarray, list[Rejected]]:
+    """The rows to keep: the subscriptions whose distance makes no fence (without detect kinds,
+    near a pole, across the antimeridian, too large: ``geops.fences.fence_problems``) are
+    left out, each rejected by its feature index (``rows``) with the reason naming it."""
+    everything = np.arange(len(subs))
     if np.isnan(distance).all():
-        return subs, detect, distance, []
+        return everything, []
     problems = fence_problems(subs.ids, subs.geoms, detect, distance)
     bad = [i for i, problem in enumerate(problems) if problem]
-    if not bad:
-        return subs, detect, distance, []
     refused = [Rejected(rows[i], problems[i], what) for i in bad]
-    keep = np.setdiff1d(np.arange(len(subs)), bad)
-    return subs.take(keep), detect[keep], distance[keep], refused
+    return np.setdiff1d(everything, bad), refused

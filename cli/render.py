@@ -49,13 +49,17 @@ def _wkt(data: bytes) -> str:
 def to_json(name: str, record: dict[str, Any]) -> dict[str, Any]:
     """The record with its schema's field names; geometries as WKT, times ISO, bytes base64.
     A ``GeofenceEvent`` is the line ``geops match --events`` writes for it (kind lower case,
-    times in epoch ms, ``reason`` only when there is one), so the two compare line by line."""
+    times in epoch ms, ``reason``, ``other_object_id`` and ``distance_m`` only when there is
+    one), so the two compare line by line."""
     if name == "GeofenceEvent":
-        from geops.events import Event
+        from geops.events import Event, PairEvent
 
-        return json.loads(Event(record["object_id"], record["subscription_id"],
-                                record["kind"].lower(), record["publication_id"],
-                                record["event_time"], record["reason"]).to_json())
+        fields = (record["object_id"], record["subscription_id"], record["kind"].lower(),
+                  record["publication_id"], record["event_time"], record["reason"])
+        if record.get("other_object_id") is None:
+            return json.loads(Event(*fields).to_json())
+        return json.loads(PairEvent(*fields, record["other_object_id"],
+                                    record.get("distance_m")).to_json())
     out: dict[str, Any] = {"_schema": name}
     kinds = _field_kinds(name)
     for key, value in record.items():
@@ -116,6 +120,9 @@ def to_text(name: str, r: dict[str, Any]) -> str:
     if name == "GeofenceEvent":
         what = (f"publication {r['publication_id']}" if r["publication_id"] is not None
                 else r["reason"] or "no publication")
+        if r.get("other_object_id") is not None:  # a roaming fence's: the pair
+            what += f", other {r['other_object_id']}" + (
+                f" {r['distance_m']:,.1f} m away" if r.get("distance_m") is not None else "")
         return (f"event {r['kind']} object {r['object_id']} subscription "
                 f"{r['subscription_id']} at {iso(r['event_time'])} ({what}), batch "
                 f"{r['batch_id']}")

@@ -12,4 +12,5 @@ EXIT_REJECTED = 3     # the work was done but some input records were rejected
 EXIT_OUTAGE = 4       # Kafka did not answer for longer than the outage limit
 EXIT_DATA_LOSS = 5    # offsets to read no longer exist (topic reset, recreated or truncated)
 EXIT_FATAL = 6        # the Spark JVM or the driver hit a fatal error (out of memory, crash, killed)
+EXIT_REPLACED = 7     # another process of the app took its lease over (a standby): stopped at once
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C before the work was done (128 + SIGINT)

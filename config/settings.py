@@ -37,7 +37,7 @@ from config.values import (
 )
 
 TOPICS = ("publications", "subscriptions", "matches", "metrics", "control", "dead_letter", "status",
-          "events", "positions", "object_state")
+          "events", "positions", "object_state", "lease")
 
 MAX_PORT = 65535
 MAX_INT32 = 2**31 - 1      # Kafka's partition count, Avro int fields (P, W in the metrics)
@@ -175,6 +175,10 @@ SETTINGS: tuple[Setting, ...] = (
             "keep a snapshot of the static side (micro-batch mode) in the checkpoint, written "
             "in the background, and restart from it instead of scanning the subscriptions "
             "topic: on or off", choices=("on", "off")),
+    Setting("app.lease_time", "app", "GEOPS_APP_LEASE_TIME", "--lease-time", parse_duration,
+            "how long the micro-batch app's lease (on the lease topic) lasts without a "
+            "heartbeat before a standby (geops app --standby) takes over; the app writes a "
+            "heartbeat every quarter of it", check=seconds_between(0.5, 600)),
     Setting("app.events", "app", "GEOPS_APP_EVENTS", "--events", parse_str,
             "geofence events of moving objects (publications with an object id) against the "
             "fences (subscriptions with detect kinds): on (a second query of the app keeps "

@@ -31,6 +31,7 @@ class TopicsSettings:
     events: TopicSettings
     positions: TopicSettings
     object_state: TopicSettings
+    lease: TopicSettings
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class AppSettings:
     output_from: str
     fold_bytes: int
     static_snapshot: str
+    lease_time: float
     events: str
     object_ttl: float
 

@@ -25,6 +25,14 @@ from distributor.records import command_record, proposal_note, status_record
 from schemas.assignment import Owners
 
 NO_SHAPE = "no BatchSummary yet: P and W unknown"
+# Why a real-time app (BatchSummary.join "real-time") is observed and never commanded. Its
+# tasks each hold the whole static side (one partition that every worker owns) and task i reads
+# the publications partitions p with p % W == i: no assignment of static partitions changes
+# what a task does, and the app reads no command.
+REAL_TIME_WHY = ("a real-time app: each of its W tasks holds every subscription and reads the "
+                 "publications partitions p with p % W == its index, so an assignment of static "
+                 "partitions would change nothing and the app reads no command; its tasks' "
+                 "loads and their MLDC are reported, never acted on")
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,25 @@ def decide(s: Situation) -> Outcome:
     assert predicted is not None
     command = s.command(assignment, proposal, current, predicted)
     return Outcome(status, decision, proposal, command, judged)
+
+
+def decide_real_time(s: Situation) -> Outcome:
+    """A real-time app, in every mode: the MLDC over the loads each task reported (not the
+    owners' even shares of the one replicated partition that every task holds), judged by the
+    conditions of Table 1 for the record, with decision ``none`` and no command
+    (``REAL_TIME_WHY``)."""
+    loads = s.loads
+    assert loads is not None and s.workers is not None
+    per_worker = loads.reported_by_worker(s.params.metric, s.workers)
+    current = mldc(per_worker)
+    verdict = judge(s.params, current, None, loads.period_items, s.epochs.since(s.period))
+    shown = "n/a" if current is None else f"{current:.3f}"
+    reason = (f"real-time app: MLDC {shown} over its {s.workers} tasks ({s.params.metric}, "
+              f"threshold {s.params.threshold}); nothing to command: every task holds the "
+              f"whole static side and the publications partitions stay with task p % "
+              f"{s.workers}")
+    status = s.status(per_worker, loads.period_items, current, None, verdict, "none", reason)
+    return Outcome(status, "none", judged=loads.period_items > 0)
 
 
 def decide_adaptive(s: Situation, model: AdaptiveModel | None) -> Outcome:

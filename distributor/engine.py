@@ -32,6 +32,13 @@ routing (``schemas.assignment.owner_index``) does. A learnt epoch's owners are t
 that reported each partition. Policies propose owners (``policies.propose_owners``); a
 command carries them in ``assignment`` and ``replicas`` (``schemas.assignment.command_fields``)
 and lists a move for every owner a partition gains, from its old primary.
+
+A real-time app (``geops app --mode real-time``: BatchSummary ``join`` "real-time") has no
+static partitions to move: every task holds the whole static side, reported as partition 0 of
+every worker, and reads the publications partitions of its index. The engine then reports the
+MLDC over the loads the tasks reported and never commands (``decisions.decide_real_time``,
+``real_time``); epochs play no part (the app runs epoch 0 and reads no command). A summary of
+the other kind switches back, learning the shape anew.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distributor.adaptive import AdaptiveModel, Batch, field_number
-from distributor.decisions import Outcome, Situation, decide, decide_adaptive
+from distributor.decisions import Outcome, Situation, decide, decide_adaptive, decide_real_time
 from distributor.epoch import LAST_EPOCH, Epochs, last_epoch_reason
 from distributor.errors import ShapeError
 from distributor.loads import LONG_MAX, EpochLoads
@@ -66,6 +73,7 @@ REJECT_STALE = "stale epoch"            # measured under an older assignment: ex
 REJECT_DUPLICATE = "duplicate"          # the same (batch, partition, worker) again
 REJECT_INVALID = "invalid restore"      # restore() with an unusable epoch or assignment
 REJECT_TOO_LARGE = "too large"          # counts whose sums in the period overflow an Avro long
+REAL_TIME_JOIN = "real-time"            # BatchSummary.join of a real-time app's task
 # The app writes a batch's loads before its BatchSummary, so the loads of the very first batch
 # arrive before P and W are known: they are held (up to this many) and counted once it comes.
 MAX_HELD_LOADS = 100_000
@@ -94,6 +102,7 @@ class Engine:
         self._model: AdaptiveModel | None = None
         self._pending: dict[int, dict[int, tuple[set[int], int, int]]] = {}
         self._due = False
+        self.real_time = False        # the app runs in real time: observed, never commanded
         if partitions is not None or workers is not None:
             if partitions is None or workers is None or partitions < 1 or workers < 1:
                 raise ShapeError(f"give both partitions and workers (>= 1), got "
@@ -211,6 +220,10 @@ class Engine:
         if summary["epoch"] >= LAST_EPOCH:
             return self._reject(REJECT_OUT_OF_RANGE, f"BatchSummary: "
                                 f"{last_epoch_reason(summary['epoch'])}")
+        if (summary.get("join") == REAL_TIME_JOIN) != self.real_time:
+            self._switch_kind(summary)
+        if self.real_time:
+            return self._observe_real_time(summary)
         shape = (summary["partitions"], summary["workers"])
         if self.workers is not None and shape != (self.partitions, self.workers):
             if not self._reshaped(summary):
@@ -236,6 +249,28 @@ class Engine:
         self._count("batches")
         if self._model is not None:
             self._finish_batch(summary)
+        return None
+
+    def _switch_kind(self, summary: Any) -> None:
+        """The app is (again, or no longer) a real-time one: forget the shape and the loads
+        of the other kind; the summary teaches the shape anew (loads held for want of a shape
+        are its own)."""
+        self.real_time = summary.get("join") == REAL_TIME_JOIN
+        self._count("real-time app" if self.real_time else "micro-batch app")
+        self.partitions = self.workers = None
+        self._loads = None
+        self._pending.clear()
+
+    def _observe_real_time(self, summary: Any) -> str | None:
+        """A real-time task's summary: learn (or relearn, after a restart with other
+        workers) P and W, then count the loads held for it. Epochs are not followed."""
+        shape = (summary["partitions"], summary["workers"])
+        if shape != (self.partitions, self.workers):
+            self._set_shape(*shape)
+            held, self._held = self._held, []
+            for record in held:
+                self.observe_load(record)
+        self._count("batches")
         return None
 
     def _reshaped(self, summary: Any) -> bool:
@@ -292,17 +327,15 @@ class Engine:
             return self._reject(REJECT_OUT_OF_RANGE, f"worker {w} outside 0..{self.workers - 1}")
         if record["epoch"] >= LAST_EPOCH:
             return self._reject(REJECT_OUT_OF_RANGE, last_epoch_reason(record["epoch"]))
+        if self.real_time:
+            return self._count_load(record)
         if self._see_epoch(record["epoch"]):
             self._epochs.note_reported(record["epoch"], p, w)
             return self._reject(REJECT_STALE, f"load of epoch {record['epoch']}, "
                                 f"in force {self._epochs.epoch}")
-        too_large = self._loads.overflow(p, record["items"], record["processing_ns"])
-        if too_large:
-            return self._reject(REJECT_TOO_LARGE, too_large)
-        if not self._loads.add(record["batch_id"], p, w, record["items"],
-                               record["processing_ns"]):
-            return self._reject(REJECT_DUPLICATE, f"batch {record['batch_id']} partition {p} "
-                                f"worker {w} seen before")
+        why = self._count_load(record)
+        if why is not None:
+            return why
         self._costs[p] = max(self._costs[p], float(record.get("static_bytes", 0)))
         if self._model is not None:
             seen = self._pending.setdefault(record["batch_id"], {}).get(p, (set(), 0, 0))
@@ -313,6 +346,19 @@ class Engine:
         owners = self._epochs.owners
         if owners is not None and not self._epochs.learnt and w not in owners[p]:
             self._count("location mismatch")
+        return None
+
+    def _count_load(self, record: Any) -> str | None:
+        """Add a checked load of the epoch in force to the period, or say why not."""
+        assert self._loads is not None
+        p, w = record["partition"], record["worker"]
+        too_large = self._loads.overflow(p, record["items"], record["processing_ns"])
+        if too_large:
+            return self._reject(REJECT_TOO_LARGE, too_large)
+        if not self._loads.add(record["batch_id"], p, w, record["items"],
+                               record["processing_ns"]):
+            return self._reject(REJECT_DUPLICATE, f"batch {record['batch_id']} partition {p} "
+                                f"worker {w} seen before")
         self._total_items += record["items"]
         if self._total_items > LONG_MAX:   # a statistic: saturate rather than refuse loads
             self._total_items = LONG_MAX
@@ -327,7 +373,12 @@ class Engine:
         situation = Situation(now_ms, self._period, self.params, self.policy, self.app_id,
                               self._epochs, self.partitions, self.workers, self._loads,
                               self._known_owners(), self._costs, self._total_items)
-        outcome = decide_adaptive(situation, self._model) if self.adaptive else decide(situation)
+        if self.real_time and self._loads is not None:
+            outcome = decide_real_time(situation)
+        elif self.adaptive:
+            outcome = decide_adaptive(situation, self._model)
+        else:
+            outcome = decide(situation)
         result = self._apply(outcome)
         self._due = False
         self._period += 1

@@ -28,6 +28,7 @@ class EpochLoads:
         """Forget everything: a new epoch begins."""
         self.items_per_partition = [0] * self.partitions
         self.ns_per_partition = [0] * self.partitions
+        self._by_worker: dict[int, list[int]] = {}   # worker -> [items, ns] in the period
         self._period_items = 0
         self.locations: dict[int, int] = {}   # partition -> worker the records name
         # partition -> every worker that reported it in this epoch: a replicated partition is
@@ -59,6 +60,9 @@ class EpochLoads:
         self.items_per_partition[partition] += items
         self.ns_per_partition[partition] += processing_ns
         self._period_items += items
+        mine = self._by_worker.setdefault(worker, [0, 0])
+        mine[0] += items
+        mine[1] += processing_ns
         self.locations[partition] = worker
         self.reporters.setdefault(partition, set()).add(worker)
         return True
@@ -77,9 +81,16 @@ class EpochLoads:
         source = self.items_per_partition if metric == "DB" else self.ns_per_partition
         return [float(v) for v in source]
 
+    def reported_by_worker(self, metric: str, workers: int) -> list[float]:
+        """Load each worker reported in the current period, items (DB) or nanoseconds (LB),
+        as the records name it: what a worker measured, not a share split among owners."""
+        column = 0 if metric == "DB" else 1
+        return [float(self._by_worker.get(w, (0, 0))[column]) for w in range(workers)]
+
     def next_period(self) -> None:
         """Start a new period of the same epoch (keeps recent keys to catch repeats)."""
         self.items_per_partition = [0] * self.partitions
         self.ns_per_partition = [0] * self.partitions
+        self._by_worker = {}
         self._period_items = 0
         self._seen_before, self._seen = self._seen, set()

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from config import BY_PATH, Config, ConfigError, one_line
 from config.exitcodes import EXIT_OK
+from distributor.decisions import REAL_TIME_WHY
 from distributor.engine import Engine
 from distributor.errors import InvalidParams
 from distributor.params import Params
@@ -129,6 +130,7 @@ class Service:
         self._own = Counter()
         self._skipped = _Skipped()
         self._mid_batch = False  # loads of a batch seen, its BatchSummary not yet
+        self._real_time_told = False  # REAL_TIME_WHY logged since the app became real-time
         self._codec = codec()
 
     @property
@@ -225,16 +227,18 @@ class Service:
     def _loop(self, metrics: Any, sender: Sender, stop: threading.Event) -> None:
         period_end = time.monotonic() + self.period_s
         last_seen = time.monotonic()
-        adaptive = self.engine.adaptive
+        engine = self.engine
         while not stop.is_set():
             wait = period_end - time.monotonic()
             for msg in metrics.consume(1000, timeout=POLL_S if wait <= 0 else min(POLL_S, wait)):
                 if self._handle(msg):
                     last_seen = time.monotonic()
-                if adaptive and self.engine.decision_due:  # every batch boundary, no period D
+                if engine.adaptive and engine.decision_due:  # every batch boundary, no period D
                     self._end_period(sender)
             now = time.monotonic()
-            if adaptive:
+            # a real-time app has no batches to time decisions by: its periods are D, in
+            # every mode
+            if engine.adaptive and not engine.real_time:
                 pass
             elif not self._mid_batch and self.engine.first_period_due:
                 log.info("closing the first period early: %d item(s) of the app are in (M=%d)",
@@ -301,6 +305,11 @@ class Service:
         self._skipped.add(kind, reason)
 
     def _end_period(self, sender: Sender) -> None:
+        if self.engine.real_time != self._real_time_told:
+            self._real_time_told = self.engine.real_time
+            if self.engine.real_time:
+                log.info("app %r runs in real time (its summaries' join): %s; a status every "
+                         "%.3g s, in every mode", self.app_id, REAL_TIME_WHY, self.period_s)
         result = self.engine.end_period(int(time.time() * 1000))
         self._own["periods"] += 1
         self._mid_batch = False  # its BatchSummary is late past the grace (or already here)

@@ -22,7 +22,15 @@ import shapely
 
 from geops.errors import GeoJSONError
 from geops.geojson import Rejected
-from geops.model import DetectKind, Publications, Relation, Subscriptions, geometry_problems
+from geops.model import (
+    ROAMING_KINDS,
+    DetectKind,
+    Publications,
+    Relation,
+    Subscriptions,
+    geometry_problems,
+)
+from geops.roam_spec import parse_roam, roam_detect, roam_problem
 from schemas.codec import codec
 
 MAGIC = b"Obj\x01"  # the first bytes of every Avro object container file
@@ -71,11 +79,16 @@ def _record_problems(records: list[dict[str, Any]], name: str) -> dict[int, str]
     """The problems of the fields other than the geometry, by record index."""
     out = {}
     for i, r in enumerate(records):
-        if name == "Subscription" and r.get("distance_m") is not None:
+        if name == "Subscription" and r.get("roam") is not None and roam_problem(r["roam"]):
+            out[i] = f"roam {roam_problem(r['roam'])}"
+        elif name == "Subscription" and r.get("roam") is None and (
+                DetectKind.parse(r.get("detect") or []) & ROAMING_KINDS):
+            out[i] = "detect NEARBY and FARAWAY need a roam"
+        elif name == "Subscription" and r.get("distance_m") is not None:
             d = r["distance_m"]
             if not (math.isfinite(d) and d > 0):
                 out[i] = f"distance_m must be a finite number of metres above zero, got {d!r}"
-            elif not r.get("detect"):
+            elif not DetectKind.fixed(DetectKind.parse(r.get("detect") or [])):
                 out[i] = (f"distance_m ({d!r}) needs detect kinds: a distance makes a fence for "
                           f"geofence events, plain matching uses the geometry itself")
         elif name == "Publication" and r.get("object_id") == "":
@@ -116,17 +129,27 @@ def read_fence_subscriptions_avro(
     """As ``read_subscriptions_avro``, with the ``detect`` bit masks and ``distance_m`` (NaN:
     none) of each subscription (as ``geops.geojson.read_fence_subscriptions``); ``defaults``
     (``detect``: a bit mask, ``distance_m``) for the records without them."""
+    return read_fences_avro(path, defaults)[:5]
+
+
+def read_fences_avro(
+    path: str | os.PathLike[str], defaults: dict[str, Any] | None = None
+) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected],
+           list[tuple[float, str] | None]]:
+    """``read_fence_subscriptions_avro`` and the roam (distance, glob; None: none) of each,
+    the detect kinds with those a roam adds (``geops.roam_spec.roam_detect``)."""
     if defaults and "detect" in defaults:
         defaults = {**defaults, "detect": DetectKind.names(defaults["detect"])}
     kept, geoms, keep, rejected = _kept(path, "Subscription", defaults)
     codes = {r.name: int(r) for r in Relation}
     subs = Subscriptions(np.fromiter((r["id"] for r in kept), np.int64, len(kept)),
                          geoms, [codes[r["relation"]] for r in kept])
-    detect = np.fromiter((DetectKind.parse(r.get("detect") or []) for r in kept), np.uint8,
-                         len(kept))
+    roams = [None if r.get("roam") is None else parse_roam(r["roam"]) for r in kept]
+    detect = np.fromiter((roam_detect(DetectKind.parse(r.get("detect") or []), roam)
+                          for r, roam in zip(kept, roams, strict=True)), np.uint8, len(kept))
     distance = np.fromiter((math.nan if r.get("distance_m") is None else r["distance_m"]
                             for r in kept), np.float64, len(kept))
-    return subs, detect, distance, keep, rejected
+    return subs, detect, distance, keep, rejected, roams
 
 
 def read_publications_avro(

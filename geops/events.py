@@ -54,6 +54,7 @@ vectorised STRtree query, and its tracks another (``Fences.crossings``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -67,7 +68,13 @@ from geops.fences import GEOD, SEGMENT_M, fence_geometries
 from geops.model import DetectKind
 
 ENTER, EXIT, INSIDE, OUTSIDE, CROSS = "enter", "exit", "inside", "outside", "cross"
+NEARBY, FARAWAY = "nearby", "faraway"  # a roaming fence's (``geops.roam``)
 EXPIRED = "expired"
+# Metres a degree spans on WGS84, rounded the safe way: of latitude at the least (110,574 at
+# the equator) and at the most (111,694 at the poles); of longitude on the equator at the least
+# (111,319; on a parallel, this times the cosine of its latitude). ``Fences.may_meet``
+# bounds how far a track strays from its ends with them.
+M_PER_DEG_LAT, M_PER_DEG_MAX, M_PER_DEG_LON = 110_000.0, 111_700.0, 111_000.0
 
 
 class ObjectState(NamedTuple):
@@ -160,12 +167,34 @@ class Event(NamedTuple):
     def to_json(self) -> str:
         """One JSON object: object_id, subscription_id, kind, publication_id, event_time, and
         reason only when there is one (an expiry)."""
-        out = {"object_id": self.object_id, "subscription_id": self.subscription_id,
-               "kind": self.kind, "publication_id": self.publication_id,
-               "event_time": self.event_time}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return json.dumps(out, ensure_ascii=False)
+        return _json(self)
+
+
+class PairEvent(NamedTuple):
+    """A roaming fence's event (``geops.roam``): an ``Event`` that also names the other
+    object of the pair and, for a position's event, the distance between the two in metres
+    (None for an expiry)."""
+
+    object_id: str
+    subscription_id: int
+    kind: str
+    publication_id: int | None
+    event_time: int
+    reason: str | None
+    other_object_id: str
+    distance_m: float | None = None
+
+    def to_json(self) -> str:
+        """``Event.to_json`` with other_object_id, and distance_m when there is one."""
+        return _json(self)
+
+
+def _json(event: Event | PairEvent) -> str:
+    """An event as one JSON object: its fields, those that are None left out but the
+    publication id (null for an expiry)."""
+    out = {name: value for name, value in zip(event._fields, event, strict=True)
+           if value is not None or name == "publication_id"}
+    return json.dumps(out, ensure_ascii=False)
 
 
 @dataclass
@@ -236,13 +265,41 @@ class Fences:
         """(track index, fence index) of every fence that asks for ``cross`` and that the
         track from ``starts[i]`` to ``ends[i]`` ((n, 2) each; ``tracks``) meets, sorted by
         track then fence; one vectorised query for all tracks."""
-        if not len(self) or not len(starts) or not self.cross_askers:
+        if not len(self) or not len(starts) or not self.cross_askers or (
+                len(starts) == 1 and not self.may_meet(*np.ravel(starts), *np.ravel(ends))):
             return np.empty(0, np.intp), np.empty(0, np.intp)
         track, fence = self.tree.query(tracks(starts, ends), predicate="intersects")
         keep = self.asking[CROSS][fence]
         track, fence = track[keep], fence[keep]
         order = np.lexsort((fence, track))
         return track[order], fence[order]
+
+    def may_meet(self, x0: float, y0: float, x1: float, y1: float) -> bool:
+        """Whether the track from (x0, y0) to (x1, y1) may meet a fence asking for ``cross``:
+        the box of its ends, widened by how far the track may stray from them, meets such a
+        fence's envelope. False is certain. For a poll of one position this test, a few
+        Python floats and one query, costs a fraction of drawing the track (``tracks``).
+
+        Every point of a geodesic of length d lies within d / 2 of one of its ends, and d is
+        at most the length of the path along the meridian and then the parallel; a distance
+        r moves the latitude by at most r / ``M_PER_DEG_LAT`` degrees and the longitude by at
+        most r / (``M_PER_DEG_LON`` cos of the highest latitude reached). A track that may
+        come within a degree of a pole or stray a quarter of the way round may meet any."""
+        lonlat = abs(x0) <= 180 and abs(x1) <= 180 and abs(y0) <= 90 and abs(y1) <= 90
+        pad_x = pad_y = 1e-9   # degrees: the rounding of the ends
+        if lonlat:   # drawn from its start, on its side of the antimeridian (``tracks``)
+            x1 = x0 + (x1 - x0 + 180.0) % 360.0 - 180.0
+            half = 0.5 * M_PER_DEG_MAX * (abs(y1 - y0) + abs(x1 - x0))
+            top = max(abs(y0), abs(y1)) + half / M_PER_DEG_LAT
+            if top >= 89.0:
+                return True
+            pad_y += half / M_PER_DEG_LAT
+            pad_x += half / (M_PER_DEG_LON * math.cos(math.radians(top)))
+            if abs(x1 - x0) + pad_x >= 90.0:
+                return True
+        fence = self.tree.query(shapely.box(min(x0, x1) - pad_x, min(y0, y1) - pad_y,
+                                             max(x0, x1) + pad_x, max(y0, y1) + pad_y))
+        return bool(self.asking[CROSS][fence].any())
 
     def hits(self, geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position index, fence index) of every fence that intersects a position, sorted by
@@ -271,11 +328,12 @@ class Fences:
 def build_fences(ids: np.ndarray, geoms: np.ndarray, detect: np.ndarray,
                  distance_m: np.ndarray | None = None, since: np.ndarray | None = None
                  ) -> tuple[Fences, list[str | None]]:
-    """The detecting fences of subscriptions (those with ``detect`` 0 are left out), distance
+    """The fixed fences of subscriptions (those whose ``detect`` names no fixed kind are left
+    out; the roaming kinds are ``geops.roam``'s), distance
     fences buffered (``geops.fences``); also the problem of each subscription (None: fine; a
     refused distance fence is left out and named)."""
     ids = np.asarray(ids, np.int64)
-    detect = np.asarray(detect, np.uint8)
+    detect = DetectKind.fixed(np.asarray(detect, np.uint8))  # roaming kinds: geops.roam
     distances = np.full(len(ids), np.nan) if distance_m is None else np.asarray(distance_m,
                                                                                    float)
     since = np.zeros(len(ids), np.int64) if since is None else np.asarray(since, np.int64)
@@ -369,6 +427,16 @@ def _step_crossings(state: ObjectState | None, times: np.ndarray, order: np.ndar
     ``Fences.crossings`` for all the object's tracks."""
     if points is None or not fences.cross_askers or not len(order):
         return {}
+    if len(order) == 1:   # one position, from the held place: the same, without arrays
+        k = int(order[0])
+        t = int(times[k])
+        x, y = (float(v) for v in np.asarray(points[k], float))
+        if (state is None or state.x is None or t < state.last_ms
+                or (ttl_ms is not None and t - state.last_ms > ttl_ms)
+                or not all(math.isfinite(v) for v in (state.x, state.y, x, y))):
+            return {}
+        _, fence = fences.crossings(np.array([[state.x, state.y]]), np.array([[x, y]]))
+        return {k: set(fence.tolist())} if len(fence) else {}
     points = np.asarray(points, float)
     t = times[order]
     acc = order[t >= state.last_ms] if state is not None else order  # times ascend in order
@@ -508,7 +576,8 @@ class EventEngine:
         return events
 
 
-KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE, CROSS)  # an event's kind code: its index here
+# an event's kind code: its index here (the enum's order)
+KIND_NAMES = (ENTER, EXIT, INSIDE, OUTSIDE, CROSS, NEARBY, FARAWAY)
 
 
 @dataclass

@@ -38,6 +38,7 @@ import shapely
 from pyproj import Geod
 
 from geops.errors import FenceError
+from geops.model import DetectKind
 
 GEOD = Geod(ellps="WGS84")
 CIRCLE_VERTICES = 128
@@ -117,13 +118,14 @@ def fence_shapes(ids: np.ndarray, geometries: np.ndarray, detect: np.ndarray,
     """The shape each subscription is matched with (its fence where it has detect kinds and a
     distance, else its geometry; None where refused), and why each one's detect kinds and
     distance make no fence, or None where they do (or where there is no distance): a distance
-    given as NaN or not above zero, a distance without detect kinds (a distance makes a fence,
-    plain subscriptions use the geometry itself), or a fence ``fence_geometries`` refuses.
+    given as NaN or not above zero, a distance without fixed detect kinds (a distance makes a
+    fence, plain subscriptions and roaming fences use the geometry itself), or a fence
+    ``fence_geometries`` refuses.
     ``has_distance`` tells a null distance from a NaN one (a record may carry either); without
     it NaN means none. Each problem names the subscription.
     """
     ids = np.asarray(ids, np.int64)
-    detect = np.asarray(detect)
+    detect = DetectKind.fixed(np.asarray(detect))
     distances = np.asarray(distances_m, float)
     shapes = np.asarray(geometries, object).copy()
     given = ~np.isnan(distances) if has_distance is None else np.asarray(has_distance, bool)

@@ -4,8 +4,10 @@ Input rules (shared by `geops publish`, `geops subscribe` and `geops match`): ev
 an integer ``properties.id`` and a usable geometry (present, non-empty, finite, valid);
 subscriptions also need ``properties.relation`` (case-insensitive relation name) and may carry
 ``properties.detect`` (the geofence events they report: a list, or a comma-separated string,
-of enter, exit, inside, outside, cross, case-insensitive) and ``properties.distance_m`` (a fence of
-that many metres around the geometry; only with ``detect``); publications may carry
+of enter, exit, inside, outside, cross, nearby, faraway, case-insensitive),
+``properties.distance_m`` (a fence of that many metres around the geometry; only with
+``detect``) and ``properties.roam`` (a roaming fence, ``geops.roam_spec``: ``{"distance_m":
+metres, "match": glob of object ids}``; nearby and faraway only with it); publications may carry
 ``properties.event_time`` (epoch milliseconds) and an object id (``properties.object_id`` or
 the property named by ``--object-id-field``: a non-empty string or an integer). A feature that
 breaks a rule is rejected with its index and the reason; the others are kept.
@@ -28,6 +30,7 @@ import shapely
 from geops.errors import GeoJSONError
 from geops.geojson_geoms import geometries
 from geops.model import DetectKind, Publications, Relation, Subscriptions, geometry_problems
+from geops.roam_spec import parse_roam, roam_detect
 
 try:  # about three times faster than json on coordinates (geops bench load)
     import orjson
@@ -138,11 +141,22 @@ def _distance(props: dict[str, Any]) -> float:
             or not math.isfinite(value) or value <= 0):
         raise ValueError(f"properties.distance_m must be a finite number of metres above "
                          f"zero, got {value!r}")
-    if not _detect(props):
+    if not DetectKind.fixed(_detect(props)):
         raise ValueError(f"properties.distance_m ({value!r}) needs properties.detect: a "
                          f"distance makes a fence for geofence events, plain matching uses "
                          f"the geometry itself")
     return float(value)
+
+
+def _roam(props: dict[str, Any]) -> tuple[float, str] | None:
+    """``properties.roam`` as (distance, glob), None when absent; ValueError naming it."""
+    value = props.get("roam")
+    return None if value is None else parse_roam(value)
+
+
+def _fence_detect(props: dict[str, Any]) -> int:
+    """The detect kinds of a subscription with those its roam adds (``roam_detect``)."""
+    return roam_detect(_detect(props), _roam(props))
 
 
 def _object_id(props: dict[str, Any], name: str) -> str | None:
@@ -185,7 +199,7 @@ def _parse(
                 if props.get("relation") is None:
                     raise ValueError("missing properties.relation")
                 _relation(props["relation"])
-                _detect(props)
+                _fence_detect(props)
                 _distance(props)
             gj = feat.get("geometry")
             if gj is None:
@@ -284,7 +298,7 @@ def read_subscriptions(
     ``bulk=False`` reads it as before the bulk path (json, each geometry through GEOS's
     GeoJSON reader), for ``geops bench load``.
     """
-    subs, _, _, keep, rejected = _read_subscriptions(path, bulk)
+    subs, _, _, keep, rejected, _ = _read_subscriptions(path, bulk)
     return subs, keep, rejected
 
 
@@ -292,23 +306,34 @@ def read_fence_subscriptions(
     path: str | os.PathLike[str], bulk: bool = True, defaults: dict[str, Any] | None = None
 ) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
     """Subscriptions of a file with what makes them fences: ``detect`` (uint8
-    ``DetectKind`` bit masks, 0: a plain subscription) and ``distance_m`` (float64, NaN:
-    none) of each; the feature index of each, and the rejected features. ``defaults``
-    (``detect``, ``distance_m``) apply to the features that do not set them."""
+    ``DetectKind`` bit masks, 0: a plain subscription; with the kinds a roam adds) and
+    ``distance_m`` (float64, NaN: none) of each; the feature index of each, and the rejected
+    features. ``defaults`` (``detect``, ``distance_m``) apply to the features that do not set
+    them. ``read_fences`` also gives the roams."""
+    return read_fences(path, bulk, defaults)[:5]
+
+
+def read_fences(
+    path: str | os.PathLike[str], bulk: bool = True, defaults: dict[str, Any] | None = None
+) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected],
+           list[tuple[float, str] | None]]:
+    """``read_fence_subscriptions`` and the roam (distance, glob; None: none) of each."""
     return _read_subscriptions(path, bulk, defaults)
 
 
 def _read_subscriptions(
     path: str | os.PathLike[str], bulk: bool, defaults: dict[str, Any] | None = None
-) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected]]:
+) -> tuple[Subscriptions, np.ndarray, np.ndarray, list[int], list[Rejected],
+           list[tuple[float, str] | None]]:
     with _no_cycle_collection(bulk):
         keep, geoms, props, rejected = _parse(_features(path, bulk), "subscription", bulk,
                                               defaults)
     ids = [_int_id(p) for p in props]
     rels = [_relation(p["relation"]) for p in props]
-    detect = np.fromiter((_detect(p) for p in props), np.uint8, len(props))
+    detect = np.fromiter((_fence_detect(p) for p in props), np.uint8, len(props))
     distance = np.fromiter((_distance(p) for p in props), np.float64, len(props))
-    return Subscriptions(ids, geoms, rels), detect, distance, keep, rejected
+    roams = [_roam(p) for p in props]
+    return Subscriptions(ids, geoms, rels), detect, distance, keep, rejected, roams
 
 
 def read_ids(path: str | os.PathLike[str]) -> tuple[list[int], list[Rejected]]:

@@ -41,13 +41,17 @@ class Relation(IntEnum):
 class DetectKind(IntFlag):
     """What a detecting subscription (a fence) reports about a moving object, one bit each;
     bit i is symbol i of the Avro enum ``io.geops.DetectKind``. A fence's ``detect`` is a set
-    of them (0: none, a plain subscription)."""
+    of them (0: none, a plain subscription). ENTER to CROSS are a fixed fence's (its
+    geometry); NEARBY and FARAWAY a roaming fence's (pairs of moving objects, ``geops.roam``:
+    they go with a subscription's ``roam``)."""
 
     ENTER = 1
     EXIT = 2
     INSIDE = 4
     OUTSIDE = 8
     CROSS = 16
+    NEARBY = 32
+    FARAWAY = 64
 
     @classmethod
     def parse(cls, value: object) -> int:
@@ -74,10 +78,22 @@ class DetectKind(IntFlag):
         return ", ".join(k.lower() for k in cls.__members__)
 
     @classmethod
+    def fixed(cls, mask: np.ndarray | int) -> np.ndarray | int:
+        """The kinds of ``mask`` (one or an array) that a fixed fence reports (enter, exit,
+        inside, outside, cross): a subscription is a fixed fence where they are not 0."""
+        return mask & FIXED_KINDS
+
+    @classmethod
     def names(cls, mask: int) -> list[str]:
         """The kind names of a bit mask, in the enum's order (upper case, as in Avro)."""
         return [name for name, kind in cls.__members__.items() if mask & kind]
 
+
+# the kinds of fixed fences (its geometry) and of roaming fences (``geops.roam``: pairs of
+# moving objects)
+FIXED_KINDS = int(DetectKind.ENTER | DetectKind.EXIT | DetectKind.INSIDE | DetectKind.OUTSIDE
+                  | DetectKind.CROSS)
+ROAMING_KINDS = int(DetectKind.NEARBY | DetectKind.FARAWAY)
 
 # GeoPS's "mixed" workload draws relations uniformly from all but DISJOINT.
 MIXED_RELATIONS: tuple[Relation, ...] = tuple(r for r in Relation if r is not Relation.DISJOINT)

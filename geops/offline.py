@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import numpy as np
 
-from geops.events import EventEngine
+from geops.events import Event, EventEngine, PairEvent
 from geops.geojson import (
     Rejected,
     read_fence_subscriptions,
+    read_fences,
     read_positions,
     read_publications,
 )
-from geops.model import Relation, Subscriptions
+from geops.model import DetectKind, Relation, Subscriptions
+from geops.roam import RoamEngine, RoamFences
 from geops.strategies import LocalRunner, build_strategy
 
 BATCH = 20_000  # publications per batch (a micro-batch of the app)
@@ -113,6 +116,7 @@ def matched_as(subs: Subscriptions, detect: np.ndarray, distance: np.ndarray,
     distance fence, or its geometry) and the relation intersects, whatever its own
     (``geops.events``); a subscription whose distance makes no fence is rejected by its
     feature index, as the app dead-letters it."""
+    detect = DetectKind.fixed(detect)  # roaming fences match as plain subscriptions
     fenced = np.flatnonzero((detect != 0) | ~np.isnan(distance))
     if not len(fenced):
         return subs, []
@@ -149,60 +153,85 @@ class EventsReport:
     events: int = 0
     expired: int = 0
     dropped: int = 0
+    roaming_fences: int = 0
+    roaming_events: int = 0
+    late: int = 0
     seconds: float = 0.0
     rejected_subscriptions: list[Rejected] = field(default_factory=list)
     rejected_publications: list[Rejected] = field(default_factory=list)
 
 
+ROAM_LATENESS_MS = 10_000  # positions held back for roaming (``geops.roam``), by default
+
+
 def events_files(subscriptions: str | os.PathLike[str], publications: str | os.PathLike[str],
                  out: str | os.PathLike[str], *, object_id_field: str = "object_id",
-                 ttl_ms: int | None = 600_000, log: Callable[[str], None] | None = None
-                 ) -> EventsReport:
+                 ttl_ms: int | None = 600_000, roam_lateness_ms: int = ROAM_LATENESS_MS,
+                 log: Callable[[str], None] | None = None) -> EventsReport:
     """The geofence events of the publications file against the detecting subscriptions of
     the subscriptions file, one publication after another in file order (``geops.events``),
     written to ``out`` as JSON lines (``Event.to_json``). Publications without an object id
     are no positions and give nothing. At the end, every object unseen for more than the TTL
     before the latest event time of the file expires (``EventEngine.expire``).
 
+    Roaming fences (``geops.roam``) see the same positions in file order as a stream would
+    bring them: a position is held until the file's clock is ``roam_lateness_ms`` past it,
+    and one that comes later than that is left out (counted in ``late``); their events are
+    written as they come, between the others, and the rest at the end.
+
     Raises ``geops.geojson.GeoJSONError`` for an unusable input file and ``OSError`` when
     ``out`` cannot be written.
     """
     report = EventsReport()
-    subs, detect, distance, features, report.rejected_subscriptions = \
-        read_fence_subscriptions(subscriptions)
+    subs, detect, distance, features, report.rejected_subscriptions, roams = \
+        read_fences(subscriptions)
     keep, replaced = _last_of_each_id(subs.ids, features)
     subs, detect, distance = subs.take(keep), detect[keep], distance[keep]
+    roams = [roams[k] for k in keep.tolist()]
     features = [features[k] for k in keep.tolist()]
     engine = EventEngine(ttl_ms)
     problems = engine.set_fences(subs.ids, subs.geoms, detect, distance)
+    roaming = RoamEngine(RoamFences.of(subs.ids, [r if p is None else None for r, p in
+                                                  zip(roams, problems, strict=True)], detect),
+                         ttl_ms, roam_lateness_ms)
     refused = [Rejected(features[k], problem) for k, problem in enumerate(problems) if problem]
     report.rejected_subscriptions = sorted(report.rejected_subscriptions + replaced + refused,
                                            key=lambda r: r.index)
     report.subscriptions, report.fences = len(subs) - len(refused), len(engine.fences)
+    report.roaming_fences = len(roaming.fences)
     pubs, objects, _, report.rejected_publications = read_positions(publications,
                                                                     object_id_field)
     report.publications = len(pubs)
     positions = np.flatnonzero(np.array([o is not None for o in objects], bool))
     report.positions = len(positions)
     if log:
-        log(f"{report.fences:,} detecting fences of {report.subscriptions:,} subscriptions; "
-            f"{report.positions:,} positions of {len(set(objects[positions].tolist())):,} "
-            f"objects among {report.publications:,} publications")
+        log(f"{report.fences:,} detecting fences and {report.roaming_fences:,} roaming ones of "
+            f"{report.subscriptions:,} subscriptions; {report.positions:,} positions of "
+            f"{len(set(objects[positions].tolist())):,} objects among "
+            f"{report.publications:,} publications")
     t0 = time.perf_counter()
     with open(out, "w", encoding="utf-8") as fh:
         for n, k in enumerate(positions.tolist(), 1):
-            events = engine.process(objects[k:k + 1], pubs.ids[k:k + 1],
-                                    pubs.event_time[k:k + 1], pubs.geoms[k:k + 1])
-            report.events += len(events)
-            report.expired += sum(e.reason is not None for e in events)
-            fh.write("".join(e.to_json() + "\n" for e in events))
+            at = slice(k, k + 1)
+            events: list[Event | PairEvent] = list(engine.process(
+                objects[at], pubs.ids[at], pubs.event_time[at], pubs.geoms[at]))
+            events += roaming.process(objects[at], pubs.ids[at], pubs.event_time[at],
+                                      pubs.geoms[at])
+            _write_events(fh, events, report)
             if log and n % 20_000 == 0:
                 log(f"{n:,}/{report.positions:,} positions")
         if len(positions):
-            events = engine.expire(int(pubs.event_time[positions].max()))
-            report.events += len(events)
-            report.expired += len(events)
-            fh.write("".join(e.to_json() + "\n" for e in events))
-    report.dropped = engine.dropped
+            _write_events(fh, engine.expire(int(pubs.event_time[positions].max())), report)
+        _write_events(fh, roaming.finish(), report)
+    report.dropped, report.late = engine.dropped, roaming.late
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _write_events(fh: TextIO, events: Sequence[Event | PairEvent], report: EventsReport
+                  ) -> None:
+    """Write events as JSON lines and count them (expiries, roaming ones) in ``report``."""
+    report.events += len(events)
+    report.expired += sum(e.reason is not None for e in events)
+    report.roaming_events += sum(isinstance(e, PairEvent) for e in events)
+    fh.write("".join(e.to_json() + "\n" for e in events))

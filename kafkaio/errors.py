@@ -9,7 +9,7 @@ before they shared a base.
 from __future__ import annotations
 
 from config.errors import GeopsError
-from config.exitcodes import EXIT_DATA_LOSS, EXIT_OUTAGE, EXIT_USAGE
+from config.exitcodes import EXIT_DATA_LOSS, EXIT_OUTAGE, EXIT_REPLACED, EXIT_USAGE
 
 
 class KafkaUnavailable(GeopsError, RuntimeError):
@@ -33,6 +33,16 @@ class Aborted(KafkaUnavailable):
 
 class Fenced(KafkaUnavailable):
     """Another producer with the same transactional id has started: this one must stop."""
+
+
+class NoLeaseTopic(TopicMissing):
+    """The lease topic (``kafkaio.lease``) does not exist: the app runs without a lease."""
+
+
+class LeaseLost(KafkaUnavailable):
+    """Another process of the app claimed the same term of its lease first."""
+
+    exit_code = EXIT_REPLACED
 
 
 class DataLoss(GeopsError, RuntimeError):

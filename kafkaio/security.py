@@ -61,8 +61,9 @@ class Grant:
 # (topics, ACLs) and ``broker`` are super users and have no row.
 ACL_TABLE = (
     Grant("app", reads=("publications", "subscriptions", "control", "matches", "metrics",
-                        "positions", "events"),
-          writes=("matches", "metrics", "dead_letter", "positions", "events"), groups=True,
+                        "positions", "events", "lease"),
+          writes=("matches", "metrics", "dead_letter", "positions", "events", "lease"),
+          groups=True,
           transactions=True),
     Grant("distributor", reads=("metrics", "control"), writes=("control", "status"),
           groups=True),

@@ -25,16 +25,19 @@ from schemas.records import SubscriptionColumns
 
 LAYOUT = [("id", "long"), ("geometry", "bytes")]
 LAST_FIELD = {"Subscription": ("relation", "enum"), "Publication": ("event_time", "long")}
-TAIL = {"Subscription": [("detect", "array"), ("distance_m", ["null", "double"])],
+TAIL = {"Subscription": [("detect", "array"), ("distance_m", ["null", "double"]),
+                         ("roam", ["null", "record"])],
         "Publication": [("object_id", ["null", "string"])]}
-# the optional fields at their defaults: null object; empty detect array, null distance
-DEFAULT_TAIL = {"Subscription": b"\x00\x00", "Publication": b"\x00"}
+# the optional fields at their defaults: null object; empty detect array, null distance, no
+# roam
+DEFAULT_TAIL = {"Subscription": b"\x00\x00\x00", "Publication": b"\x00"}
 
 
 def _check_layout(name: str) -> None:
     fields = codec().current[name].source["fields"]
-    kinds = [(f["name"], f["type"] if isinstance(f["type"], str | list) else f["type"]["type"])
-             for f in fields]
+    kinds = [(f["name"], [b if isinstance(b, str) else b["type"] for b in f["type"]]
+              if isinstance(f["type"], list) else f["type"] if isinstance(f["type"], str)
+              else f["type"]["type"]) for f in fields]
     if kinds != [*LAYOUT, LAST_FIELD[name], *TAIL[name]]:
         raise RuntimeError(f"schemas/{name}.avsc changed ({kinds}); update "
                            f"schemas/bulk_encoder.py")
@@ -57,20 +60,28 @@ def object_tails(object_ids: Sequence[str | None]) -> list[bytes]:
             for o in object_ids for u in [None if o is None else o.encode()]]
 
 
-def fence_tails(detect: np.ndarray, distance_m: np.ndarray) -> list[bytes]:
-    """The encoded ``detect`` and ``distance_m`` of each Subscription: ``detect`` a bit mask
-    (bit i: symbol i of the enum, written in symbol order), ``distance_m`` NaN for null."""
+def fence_tails(detect: np.ndarray, distance_m: np.ndarray,
+                roams: Sequence[tuple[float, str] | None] | None = None) -> list[bytes]:
+    """The encoded ``detect``, ``distance_m`` and ``roam`` of each Subscription: ``detect`` a
+    bit mask (bit i: symbol i of the enum, written in symbol order), ``distance_m`` NaN for
+    null, ``roams`` (distance, glob) or None for null (all None when not given)."""
     memo: dict[tuple[int, float | None], bytes] = {}
     out = []
-    for mask, d in zip(np.asarray(detect).tolist(), np.asarray(distance_m, float).tolist(),
-                       strict=True):
+    roams = [None] * len(detect) if roams is None else roams
+    for mask, d, roam in zip(np.asarray(detect).tolist(),
+                             np.asarray(distance_m, float).tolist(), roams, strict=True):
         key = (mask, None if d != d else d)
         if key not in memo:
             items = [i for i in range(8) if mask >> i & 1]
             array = (_long(len(items)) + b"".join(_long(i) for i in items) + b"\x00"
                      if items else b"\x00")
             memo[key] = array + (b"\x00" if key[1] is None else b"\x02" + struct.pack("<d", d))
-        out.append(memo[key])
+        if roam is None:
+            out.append(memo[key] + b"\x00")
+        else:
+            glob = roam[1].encode()
+            out.append(memo[key] + b"\x02" + struct.pack("<d", roam[0]) + _long(len(glob))
+                       + glob)
     return out
 
 
@@ -110,12 +121,15 @@ def encode(name: str, ids: np.ndarray, geometries: Sequence[bytes], last: np.nda
 
 
 def encode_subscriptions(subs: SubscriptionColumns, detect: np.ndarray | None = None,
-                         distance_m: np.ndarray | None = None) -> list[bytes]:
-    """``records.subscription_records(subs)`` encoded, all at once; ``detect`` (bit masks)
-    and ``distance_m`` (NaN: none) per subscription when given."""
+                         distance_m: np.ndarray | None = None,
+                         roams: Sequence[tuple[float, str] | None] | None = None
+                         ) -> list[bytes]:
+    """``records.subscription_records(subs)`` encoded, all at once; ``detect`` (bit masks),
+    ``distance_m`` (NaN: none) and ``roams`` ((distance, glob) or None) per subscription when
+    given."""
     tails = None
-    if detect is not None or distance_m is not None:
+    if detect is not None or distance_m is not None or roams is not None:
         n = len(subs.ids)
         tails = fence_tails(np.zeros(n, np.uint8) if detect is None else detect,
-                            np.full(n, np.nan) if distance_m is None else distance_m)
+                            np.full(n, np.nan) if distance_m is None else distance_m, roams)
     return encode("Subscription", subs.ids, shapely.to_wkb(subs.geoms), subs.relations, tails)

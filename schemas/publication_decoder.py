@@ -33,7 +33,7 @@ FEW = 8                           # records decoded one by one by the codec (``_
 
 # The field layouts the fast path reads, by schema: after ``id`` (long) and ``geometry``
 # (bytes), a long-like field (``event_time``, or the ``relation`` enum), then the tail.
-_PLAIN, _OBJECT, _FENCE = 0, 1, 2
+_PLAIN, _OBJECT, _FENCE, _ROAM = 0, 1, 2, 3
 _LAYOUTS: dict[str, dict[tuple[Any, ...], int]] = {
     "Publication": {
         (("id", "long"), ("geometry", "bytes"), ("event_time", "long")): _PLAIN,
@@ -44,6 +44,10 @@ _LAYOUTS: dict[str, dict[tuple[Any, ...], int]] = {
         (("id", "long"), ("geometry", "bytes"), ("relation", "enum")): _PLAIN,
         (("id", "long"), ("geometry", "bytes"), ("relation", "enum"),
          ("detect", ("array", "enum")), ("distance_m", ("null", "double"))): _FENCE,
+        # and a roam, read in the fast path when null (a roaming fence: the codec)
+        (("id", "long"), ("geometry", "bytes"), ("relation", "enum"),
+         ("detect", ("array", "enum")), ("distance_m", ("null", "double")),
+         ("roam", ("null", "record"))): _ROAM,
     },
 }
 
@@ -80,7 +84,7 @@ def _headers(name: str) -> tuple[tuple[bytes, int, tuple[str, ...]], ...]:
 def _kind_symbols(versions: tuple[tuple[bytes, int, tuple[str, ...]], ...]) -> tuple[str, ...]:
     """The detect kinds' symbols of the newest fence version: a version only adds symbols
     (the history's compatibility test), so symbol i is bit i in every version."""
-    return next((s[3] for _, k, s in reversed(versions) if k == _FENCE), ())
+    return next((s[3] for _, k, s in reversed(versions) if k in (_FENCE, _ROAM)), ())
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,7 @@ class DecodedSubscriptions:
     detect: np.ndarray             # uint8 bit mask (bit i: DetectKind symbol i); 0: none
     distance_m: np.ndarray         # float64; NaN where has_distance is False
     has_distance: np.ndarray       # bool: distance_m was not null (version 1: never)
+    roams: np.ndarray              # object: (distance_m, glob) of a roaming fence, or None
 
 
 @dataclass
@@ -196,6 +201,7 @@ class _Decoded:
     detect: np.ndarray
     distance: np.ndarray
     has_distance: np.ndarray
+    roams: np.ndarray
 
 
 # long: one vectorised pass over a batch's bytes, header to tail, then the codec for the
@@ -245,12 +251,17 @@ def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
         after, ok_o, object_at, object_len = _object_tail(buf, pos, end, objects)
         pos = np.where(objects, after, pos)
         ok = (ok & ~objects) | ok_o
-    fences = ok & (layout == _FENCE)
+    fences = ok & ((layout == _FENCE) | (layout == _ROAM))
     if fences.any():
         after, ok_f, detect, distance, has_distance = _fence_tail(buf, pos, end, fences,
                                                                   len(kind_symbols))
         pos = np.where(fences, after, pos)
         ok = (ok & ~fences) | ok_f
+    roams = ok & (layout == _ROAM)
+    if roams.any():  # null: read here; a roaming fence's record goes through the codec
+        branch, after, ok_r = _varints(buf, pos, end, roams)
+        pos = np.where(roams, after, pos)
+        ok = (ok & ~roams) | (ok_r & (branch == 0))
     ok &= pos == end                   # trailing bytes: the codec names them
 
     geometries = np.empty(n, dtype=object)
@@ -269,7 +280,8 @@ def _decode(name: str, values: Sequence[bytes | None]) -> _Decoded:
                 object_ids[i] = joined[a:a + m].decode()
             except UnicodeDecodeError:  # the codec names it
                 ok[i] = False
-    d = _Decoded(ok, ids, geometries, third, [], object_ids, detect, distance, has_distance)
+    d = _Decoded(ok, ids, geometries, third, [], object_ids, detect, distance, has_distance,
+                 np.full(fields, None, dtype=object))
     return _through_codec(name, values, d, symbols, kind_symbols)
 
 
@@ -295,8 +307,10 @@ def _through_codec(name: str, values: Sequence[bytes | None], d: _Decoded,
             d.detect[i] = sum({1 << kind_symbols.index(k) for k in rec["detect"]})
             d.has_distance[i] = rec["distance_m"] is not None
             d.distance[i] = np.nan if rec["distance_m"] is None else rec["distance_m"]
-    fence = (d.detect[ok], d.distance[ok], d.has_distance[ok]) if name != "Publication" else (
-        d.detect, d.distance, d.has_distance)
+            roam = rec["roam"]
+            d.roams[i] = None if roam is None else (roam["distance_m"], roam["match"])
+    fence = ((d.detect[ok], d.distance[ok], d.has_distance[ok], d.roams[ok])
+             if name != "Publication" else (d.detect, d.distance, d.has_distance, d.roams))
     return _Decoded(ok, d.ids[ok], d.geometries[ok], d.third[ok], d.errors,
                     d.object_ids[ok], *fence)
 
@@ -311,7 +325,8 @@ def _each(name: str, values: Sequence[bytes | None]) -> _Decoded:
     kind_symbols = _kind_symbols(versions)
     d = _Decoded(np.zeros(n, bool), np.zeros(n, np.int64), np.empty(n, dtype=object),
                  np.zeros(n, np.int64), [], np.full(n, None, dtype=object),
-                 np.zeros(fields, np.uint8), np.full(fields, np.nan), np.zeros(fields, bool))
+                 np.zeros(fields, np.uint8), np.full(fields, np.nan), np.zeros(fields, bool),
+                 np.full(fields, None, dtype=object))
     return _through_codec(name, values, d, symbols, kind_symbols)
 
 
@@ -326,4 +341,4 @@ def decode_subscriptions(values: Sequence[bytes | None]) -> DecodedSubscriptions
     (None) is an error here, as it is for the codec: the caller takes tombstones apart."""
     d = _decode("Subscription", values)
     return DecodedSubscriptions(d.ok, d.ids, d.geometries, d.third.astype(np.int8), d.errors,
-                                d.detect, d.distance, d.has_distance)
+                                d.detect, d.distance, d.has_distance, d.roams)

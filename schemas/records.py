@@ -60,16 +60,21 @@ def publication_records(pubs: PublicationColumns, object_ids: Sequence[str | Non
 
 
 def subscription_records(subs: SubscriptionColumns, detect: np.ndarray | None = None,
-                         distance_m: np.ndarray | None = None) -> Iterator[dict[str, Any]]:
-    """Subscriptions as records of the Avro ``Subscription`` schema; ``detect`` (bit masks)
-    and ``distance_m`` (NaN: none) when given."""
+                         distance_m: np.ndarray | None = None,
+                         roams: Sequence[tuple[float, str] | None] | None = None
+                         ) -> Iterator[dict[str, Any]]:
+    """Subscriptions as records of the Avro ``Subscription`` schema; ``detect`` (bit masks),
+    ``distance_m`` (NaN: none) and ``roams`` ((distance, glob), None: none) when given."""
     wkb = shapely.to_wkb(subs.geoms)
     names, kinds = relation_symbols(), detect_symbols()
     n = len(wkb)
     masks = [0] * n if detect is None else np.asarray(detect).tolist()
     distances = [math.nan] * n if distance_m is None else np.asarray(distance_m, float).tolist()
-    for sid, geom, rel, mask, d in zip(subs.ids.tolist(), wkb, subs.relations.tolist(), masks,
-                                       distances, strict=True):
+    roams = [None] * n if roams is None else roams
+    for sid, geom, rel, mask, d, roam in zip(subs.ids.tolist(), wkb, subs.relations.tolist(),
+                                             masks, distances, roams, strict=True):
         yield {"id": sid, "geometry": geom, "relation": names[rel],
                "detect": [k for i, k in enumerate(kinds) if mask >> i & 1],
-               "distance_m": None if math.isnan(d) else d}
+               "distance_m": None if math.isnan(d) else d,
+               "roam": None if roam is None else {"distance_m": float(roam[0]),
+                                                  "match": roam[1]}}

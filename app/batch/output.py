@@ -9,7 +9,8 @@ they are all sent, before ``foreachBatch`` returns and Spark commits the batch.
 - ``exactly-once``: one Kafka transaction per batch (``kafkaio.transactions``) holding its
   matches, metrics and batch summary; the summary carries a marker (transactional id, this
   query's id, the batch id) in a header. ``written(batch_id)`` says whether a batch that Spark
-  runs again after a restart was already committed: then it is not written again.
+  runs again after a restart was already committed: then it is not written again (the newest
+  marker is read in a thread as the output opens, so a replayed batch does not wait for it).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +115,11 @@ class ExactlyOnce:
         self._limit = outage_limit
         self._query: str | None = None
         self._last: Marker | None = None
+        # the newest committed batch, read now: init_transactions has fenced any older
+        # producer of this id and aborted what it left open, so nothing else can commit; a
+        # replayed first batch (after a restart or a takeover) then finds it read
+        self._newest = _in_background(lambda: last_marker(kafka_conf, self.marker_topic,
+                                                          self.txn_id, outage_limit))
         log.info("exactly-once output: transactional id %s", self.txn_id)
 
     def written(self, batch_id: int) -> bool:
@@ -121,8 +129,7 @@ class ExactlyOnce:
         if self._query is None:
             self._query = query_id(self.checkpoint)
             if planned_before(self.checkpoint, batch_id, self.started):
-                self._last = last_marker(self._conf, self.marker_topic, self.txn_id,
-                                         self._limit)
+                self._last = self._newest.result()
                 log.info("batch %d is run again after a restart; the last batch committed "
                          "to Kafka: %s", batch_id, "none" if self._last is None else
                          f"{self._last.batch}" + ("" if self._last.query == self._query
@@ -179,6 +186,20 @@ class ExactlyOnce:
         """Release the producer; an open transaction is aborted (a restart would too)."""
         with contextlib.suppress(KafkaUnavailable):
             self.sender.close(timeout=1.0 if abandon else None)
+
+
+def _in_background(read: Callable[[], Marker | None]) -> Future:
+    """``read()`` in a thread of its own; its result (or exception) when asked."""
+    done: Future = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(read())
+        except BaseException as exc:  # handed to whoever asks for the result
+            done.set_exception(exc)
+
+    threading.Thread(target=run, name="geops-last-marker", daemon=True).start()
+    return done
 
 
 def batch_output(mode: str, kafka_conf: Mapping[str, str], outage_limit: float, *,

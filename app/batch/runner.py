@@ -24,7 +24,7 @@ from pyspark.serializers import BatchedSerializer, CPickleSerializer
 from pyspark.sql import DataFrame
 
 from app.batch.collect import Collected
-from app.batch.output import ExactlyOnce, TasksWritten, batch_output
+from app.batch.output import AtLeastOnce, ExactlyOnce, TasksWritten, batch_output
 from app.batch.parts import KafkaSide, RunnerSettings, StaticParts
 from app.batch.task_output import TaskOutput
 from app.batch.tasks import (
@@ -47,6 +47,7 @@ from app.static.side import by_worker
 from app.static.snapshot_writer import Changed
 from geops.strategies import merge
 from kafkaio.errors import Aborted, DataLoss, KafkaOutage
+from kafkaio.lease import LeaseKeeper
 from schemas import codec
 from schemas.assignment import Owners, command_fields, moves_between, owners_for_workers
 from schemas.match_encoder import encode_matches
@@ -119,16 +120,25 @@ class BatchRunner:
         self.disjoint = (side.live.disjoint_ids() if side.live is not None
                          else side.strategy.disjoint_ids())
         self.partitions = side.strategy.num_partitions
-        self.output = batch_output(settings.delivery, kafka.conf, settings.outage_limit,
-                                   app_id=settings.app_id, checkpoint=settings.checkpoint,
-                                   publications=kafka.topics.publications,
-                                   outputs=(kafka.topics.matches, kafka.topics.metrics))
+        self.output: AtLeastOnce | ExactlyOnce | None = None  # ``start_output``
+        self.lease: LeaseKeeper | None = None  # checked before each batch's output
         self.codec = codec()
         self._kill = KillPoint.from_env()
         self._layout_sent: float | None = None  # time.monotonic() of the last PartitionLayout
         # the assignment the app chose itself (``_follow_workers``), until a batch wrote it
         self._announce: dict[str, Any] | None = None
         self._read_columns: Any = None  # Java Seq of READ_COLUMNS (``_kafka_rows``)
+
+    def start_output(self, lease: LeaseKeeper | None = None) -> None:
+        """Open the batches' output, once this process may write (a standby: once it holds
+        the lease): under exactly-once its ``init_transactions`` fences the producer of any
+        older process of this app. ``lease``: checked before each batch's output."""
+        settings, kafka = self.settings, self.kafka
+        self.lease = lease
+        self.output = batch_output(settings.delivery, kafka.conf, settings.outage_limit,
+                                   app_id=settings.app_id, checkpoint=settings.checkpoint,
+                                   publications=kafka.topics.publications,
+                                   outputs=(kafka.topics.matches, kafka.topics.metrics))
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Process batch ``batch_id``, the Kafka records ``df`` of Spark's connector."""
@@ -336,6 +346,10 @@ class BatchRunner:
                     raise
                 log.warning("batch %d: %s; writing it again (attempt %d of %d)", batch_id, exc,
                             attempt + 1, WRITE_ATTEMPTS)
+            except Exception as exc:  # fenced: another process has taken the app over
+                if self.lease is not None and "fenced" in str(exc).lower():
+                    self.lease.check(force=True)  # ends the process when it was so
+                raise
 
     def _task_output(self, batch_id: int, started: int) -> TaskOutput:
         """What the join tasks need to write batch ``batch_id``'s matches themselves; their
@@ -412,6 +426,8 @@ class BatchRunner:
                out: list[tuple], moved: Sequence[dict[str, Any]] = (),
                before: TasksWritten | None = None) -> None:
         self._kill("before-write", batch_id)
+        if self.lease is not None:  # a process that lost the lease ends here, unwritten
+            self.lease.check()
         state = self.state
         if self._announce is not None:
             self.output.open(batch_id).send(
@@ -510,8 +526,11 @@ class BatchRunner:
     def close(self, abandon: bool = False) -> None:
         """Release the producer; ``abandon`` after a failed query: what is still queued belongs
         to the failed batch, which Spark runs again from the checkpoint, so do not wait (an
-        open transaction is aborted)."""
-        self.output.close(abandon)
+        open transaction is aborted); then stop keeping the lease."""
+        if self.output is not None:
+            self.output.close(abandon)
+        if self.lease is not None:
+            self.lease.close()
 
     def _send_metric(self, batch_id: int, name: str, record: dict[str, Any],
                      headers: list | None = None) -> None:

@@ -34,6 +34,7 @@ from geops.events import (
     ObjectState,
     expire_state,
     run_batch,
+    run_objects,
 )
 from schemas import codec
 from schemas.event_encoder import KINDS, Packed, encode_events, pack_strings
@@ -54,6 +55,12 @@ OUTPUT_DDL = ("keys binary, key_ends binary, events binary, event_ends binary, "
 # DetectKind symbol
 assert tuple(kind.lower() for kind in KINDS) == KIND_NAMES
 STATE_DDL = "held binary"
+# Up to this many positions a record's events are found object by object
+# (``geops.events.run_objects``, the offline engine's own path) rather than in one NumPy pass
+# over the record (``run_batch``): the same events and states, and for a real-time task's
+# poll of one or a few positions the pass's fixed cost a call (some sixty NumPy calls) is
+# most of what it costs.
+FEW_POSITIONS = 8
 
 
 class Held:
@@ -219,9 +226,13 @@ def _positions(held: Held, rec: dict, ttl_ms: int | None) -> EventColumns:
     places = rec.get("points")
     if places is None and rec.get("places"):  # an ObjectPositions record from version 4 on
         places = np.frombuffer(rec["places"], "<f8").reshape(-1, 2)
-    events, dropped = run_batch(held.objects, fences, ttl_ms, names[order], pids[order],
-                                times[order], (hit_pos[by], hit_fence[by]),
-                                None if places is None else np.asarray(places)[order])
+    args = (held.objects, fences, ttl_ms, names[order], pids[order], times[order],
+            (hit_pos[by], hit_fence[by]), None if places is None else np.asarray(places)[order])
+    if n <= FEW_POSITIONS:
+        found, dropped = run_objects(*args)
+        events = EventColumns.of(found)
+    else:
+        events, dropped = run_batch(*args)
     held.dropped += dropped
     return events
 

@@ -14,7 +14,9 @@ The task's load goes with it as a ``PartitionLoad`` of the same ``batch_id`` (``
 micro-batch join task reports each partition's: every task holds the whole static side, which
 is the one partition 0 owned by every worker (the summary's ``replicas`` say so), and the task
 is its worker, so per-worker shares of items and time, and their MLDC, read as a replicated
-partition's do in ``geops stats``, ``stats --follow`` and the dashboard.
+partition's do in ``geops stats``, ``stats --follow`` and the dashboard. The distributor reads
+these loads as each task's own (``join`` tells it the app is a real-time one) and reports their
+MLDC without commanding: there is no static partition to move.
 """
 
 from __future__ import annotations

@@ -227,12 +227,18 @@ class SubscriptionFeed:
         if dead and self.dead_letter_topic:
             self._send_dead(dead)
 
-    def changes(self, batch_id: int) -> Change:
-        """The records that arrived since the last batch, up to this batch's recorded end."""
+    def follow(self) -> None:
+        """Start reading the changes ahead now, before the first batch (a standby: its first
+        batch after taking over then finds them read)."""
         if self._ahead is None:
             # from now on only the thread asks the end offsets (``start`` asked before it)
             self._ahead = Prefetch(self.conf, self.topic, self.position, self.outage_limit,
                                    self.ends_now)
+
+    def changes(self, batch_id: int) -> Change:
+        """The records that arrived since the last batch, up to this batch's recorded end."""
+        self.follow()
+        assert self._ahead is not None
         ends = self._recorded(batch_id)
         if ends is None:
             ends = self._ahead.ahead()  # read on from ``position``: never behind it

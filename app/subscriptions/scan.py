@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 import shapely
 
-from geops.model import DetectKind, Envelopes, Relation, Subscriptions, geometries_from_wkb
+from geops.model import (
+    ROAMING_KINDS,
+    DetectKind,
+    Envelopes,
+    Relation,
+    Subscriptions,
+    geometries_from_wkb,
+)
+from geops.roam_spec import roam_record_problem
 from geops.strategies import payload
 
 # Records read by one task; a topic partition longer than this is read by several tasks.
@@ -137,6 +145,7 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
                 out.dead.append(_dead(msgs[last[i]], f"subscription {ids[i]}: {problem}",
                                       int(ids[i])))
     detect = detect[last]
+    _refuse_bad_roams(out, msgs, last, detect, good, decoded.roams)
     fenced = np.flatnonzero((out.state == LIVE) & has_distance[last])
     if len(fenced):
         from geops.fences import fence_shapes  # pyproj, loaded only for distance fences
@@ -150,6 +159,9 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
                 out.state[i] = UNUSABLE
                 out.dead.append(_dead(msgs[last[i]], problem, int(ids[i])))
     # a fence is matched by its shape: the publications it intersects (``geops.events``)
+    # (the kinds of fixed fences only: a roaming fence matches as a plain subscription, and
+    # the events query computes fixed fences' events, ``geops.roam``)
+    detect = DetectKind.fixed(detect)
     relations[(out.state == LIVE) & (detect != 0)] = Relation.INTERSECTS
     out.detect = np.where(out.state == LIVE, detect, 0).astype(np.uint8)
     ok = out.state == LIVE
@@ -158,6 +170,24 @@ def scan_records(index: int, partition: int, messages: Iterable[Any]
         bounds[ok] = shapely.bounds(geoms[ok])
     out.envelopes = Envelopes(ids, bounds, shapely.get_type_id(geoms) == 0, relations)
     return out, Subscriptions(ids[ok], geoms[ok], relations[ok])
+
+
+def _refuse_bad_roams(out: SliceSummary, msgs: list[Any], last: np.ndarray, detect: np.ndarray,
+                      good: np.ndarray, decoded_roams: np.ndarray) -> None:
+    """Make unusable, with a dead letter naming the subscription and the field, each live
+    record (the ``last`` of each id; ``decoded_roams`` those of the records ``good``) whose
+    roam makes no roaming fence (``geops.roam_spec.roam_record_problem``): the stream does
+    not compute roaming events yet, but takes only what it will."""
+    roams = np.full(len(msgs), None, object)
+    roams[good] = decoded_roams
+    roams = roams[last]
+    asks = np.flatnonzero((out.state == LIVE) & (
+        ((detect & ROAMING_KINDS) > 0) | np.array([r is not None for r in roams], bool)))
+    for i in asks.tolist():
+        problem = roam_record_problem(int(out.ids[i]), int(detect[i]), roams[i])
+        if problem:
+            out.state[i] = UNUSABLE
+            out.dead.append(_dead(msgs[last[i]], problem, int(out.ids[i])))
 
 
 def _dead(msg: Any, reason: str, sid: int | None = None) -> DeadRecord:

@@ -29,6 +29,8 @@ what two studies share belongs to the harness (tests/bench/test_bench_layers.py)
   (``docs/results/live/cold-start/``).
 - ``restart``: a restarted app's process start to its first answer, from the static side's
   snapshot and from the subscriptions topic, interleaved (``docs/results/restart/``).
+- ``takeover``: a standby's takeover, from a kill or a freeze of the active app's driver to
+  the standby's first answer, kills and freezes in turn (``docs/results/restart/``).
 - ``cpu_by_process``: CPU seconds of the broker, Spark's Python workers and the driver over
   one run (start it just before the run).
 - ``profile_route``, ``profile_churn``: where a stream-side task's time goes (decode, checks,

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -57,10 +58,11 @@ FIRST_ID = 2_000_000_000  # of the subscriptions added while the app is down
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
-def phases(log: str, started: float) -> dict[str, float]:
-    """Seconds from ``started`` (epoch) to the first log line of each phase."""
+def phases(log: str, started: float,
+           table: tuple[tuple[str, str], ...] = PHASES) -> dict[str, float]:
+    """Seconds from ``started`` (epoch) to the first log line of each phase of ``table``."""
     out = {}
-    for name, pattern in PHASES:
+    for name, pattern in table:
         for line in log.splitlines():
             stamp = _STAMP.match(line)
             if stamp and re.search(pattern, line):
@@ -213,6 +215,21 @@ def index_cost(n: int) -> None:
           f"x), unpickled in {t3 - t2:.2f} s ({(t3 - t2) / (t1 - t0):.2f} x)")
 
 
+def on_own_broker(prefix: str, out: Path, run: Callable[[str, Path], list[dict]]
+                  ) -> list[dict]:
+    """``run(address, work directory)`` on a broker of its own in a new work directory; its
+    rows written to ``out``/runs.csv.gz, the machine and the work directory printed."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    info, _ = broker.start(work / "broker", port=0)
+    try:
+        rows = run(info.address, work)
+    finally:
+        broker.stop(work / "broker")
+    write_csv(out / "runs.csv.gz", rows, sorted(columns(rows)))
+    print(f"\n{describe()}\nwork directory {work}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.studies.restart",
                                      description=__doc__.split("\n\n")[0])
@@ -234,16 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         index_cost(args.index_cost)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="restart-"))
-    info, _ = broker.start(work / "broker", port=0)
-    rows: list[dict] = []
-    try:
-        for size in (int(s) for s in args.sizes.split(",")):
-            rows += run_size(size, args, info.address, work)
-    finally:
-        broker.stop(work / "broker")
-    write_csv(args.out / "runs.csv.gz", rows, sorted(columns(rows)))
-    print(f"\n{describe()}\nwork directory {work}")
+    rows = on_own_broker("restart-", args.out, lambda address, work: [
+        row for size in (int(s) for s in args.sizes.split(","))
+        for row in run_size(size, args, address, work)])
     print(f"{'subscriptions':>13} {'snapshot':>8} {'first answer s':>22} "
           + " ".join(f"{name:>16}" for name, _ in PHASES) + "   (one value per repeat)")
     for size in sorted({r["subscriptions"] for r in rows}):

@@ -34,7 +34,7 @@ import numpy as np
 import shapely
 
 from geops.errors import DataError, ParameterError
-from geops.model import MIXED_RELATIONS, Publications, Relation, Subscriptions
+from geops.model import MIXED_RELATIONS, DetectKind, Publications, Relation, Subscriptions
 from geops.partitioning import PARTITIONERS, SpatialPartitioner, build_partitioner
 from geops.workload import objects as moving
 from geops.workload.skew import (
@@ -112,6 +112,7 @@ class Workload:
     object_ids: np.ndarray | None = None
     detect: np.ndarray | None = None
     distance_m: np.ndarray | None = None
+    roams: list[tuple[float, str] | None] | None = None  # roaming fences (None: none)
 
     def summary(self) -> dict[str, Any]:
         """Counts per layer and relation, and the skew, for ``workload.json``."""
@@ -132,10 +133,12 @@ class Workload:
             "skew": None if self.skew is None else self.skew.to_json(),
             "objects": None if self.object_ids is None else {
                 "count": len(set(self.object_ids.tolist())),
-                "fences": int(np.count_nonzero(self.detect)),
+                "fences": int(np.count_nonzero(DetectKind.fixed(self.detect))),
+                "roaming_fences": sum(r is not None for r in self.roams or ()),
                 "distance_fences": int(np.count_nonzero(~np.isnan(self.distance_m))),
                 "point_fences": int(np.count_nonzero(
-                    (self.detect != 0) & (shapely.get_type_id(self.subscriptions.geoms) == 0))),
+                    (DetectKind.fixed(self.detect) != 0)
+                    & (shapely.get_type_id(self.subscriptions.geoms) == 0))),
             },
         }
 
@@ -200,7 +203,7 @@ def _children(world: World) -> list[tuple[str, str]]:
 
 
 def _validate(subscriptions: int, publications: int, point_share: float, interval_ms: int,
-              skew: SkewSpec | None, objects: int = 0) -> None:
+              skew: SkewSpec | None, objects: int = 0, roam_share: float = 0.0) -> None:
     if subscriptions < 0:
         raise ParameterError("subscriptions", f"must be >= 0, got {subscriptions}")
     if publications < 0:
@@ -215,6 +218,12 @@ def _validate(subscriptions: int, publications: int, point_share: float, interva
                                         "along their own tracks")
     if not 0.0 <= point_share <= 1.0:
         raise ParameterError("point_share", f"must be within [0, 1], got {point_share}")
+    if not 0.0 <= roam_share <= 1.0 - moving.FENCE_SHARE:
+        raise ParameterError("roam_share", f"must be within [0, {1.0 - moving.FENCE_SHARE:g}] "
+                                           f"(the plain subscriptions), got {roam_share}")
+    if roam_share and not objects:
+        raise ParameterError("roam_share", "needs {objects}: roaming fences watch moving "
+                                           "objects")
     if interval_ms < 0:
         raise ParameterError("interval_ms", f"must be >= 0, got {interval_ms}")
     if skew is None:
@@ -259,8 +268,8 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
                       start_time_ms: int = DEFAULT_START_TIME_MS,
                       interval_ms: int = DEFAULT_INTERVAL_MS,
                       skew_tolerance: float = SKEW_TOLERANCE,
-                      objects: int = 0, first_id: int = 0, log: Log | None = None
-                      ) -> Workload:
+                      objects: int = 0, first_id: int = 0, roam_share: float = 0.0,
+                      log: Log | None = None) -> Workload:
     """Generate a workload deterministically from ``seed`` (the default world when none given).
 
     With ``skew`` the partitioner is built as the app builds it
@@ -269,18 +278,21 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     that fraction of stream items falls in the partitions of workers 0..H-1 (±``skew_tolerance``,
     else ParameterError naming the reachable range). With ``objects`` N > 0 the publications
     are positions of N moving objects (every one a point: ``point_share`` does not apply) and
-    some subscriptions detect (see the module docstring). Subscription and publication ids
+    some subscriptions detect (see the module docstring); ``roam_share`` of them are roaming
+    fences besides (``objects.roams``). Subscription and publication ids
     count from ``first_id`` (a second workload on topics that hold a first one).
     """
-    _validate(subscriptions, publications, point_share, interval_ms, skew, objects)
+    _validate(subscriptions, publications, point_share, interval_ms, skew, objects, roam_share)
     world = world if world is not None else synthetic_world(seed, log=log)
     subs, sub_layers = generate_subscriptions(world, subscriptions,
                                               np.random.default_rng([seed, 1]), relation)
-    detect = distance = None
+    detect = distance = roams = None
     if objects:
         geoms, detect, distance = moving.fences(np.random.default_rng([seed, 3]), subs.geoms)
         subs = Subscriptions(subs.ids, geoms, subs.relations)
         point_share = 1.0
+        if roam_share:
+            detect, roams = moving.roams(np.random.default_rng([seed, 5]), detect, roam_share)
     partitioner = None
     if skew is not None:
         if log:
@@ -325,7 +337,7 @@ def generate_workload(*, seed: int = 0, subscriptions: int = DEFAULT_SUBSCRIPTIO
     if report is not None and publications:
         _measure(report, skew, partitioner, pubs, publications)
     return Workload(subs, pubs, sub_layers, kinds, world, report, partitioner, object_ids,
-                    detect, distance)
+                    detect, distance, roams)
 
 
 def _skew_report(partitioner: SpatialPartitioner, skew: SkewSpec) -> SkewReport:

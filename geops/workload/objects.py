@@ -15,6 +15,11 @@ fence that asks for it in each bucket's state. A third of the fences are
 points with a distance (a depot: 100 m to 2 km around a point of the polygon), a sixth
 polygons with a distance (50 to 500 m around it), the rest the polygons themselves; a
 distance fence ``geops.fences`` would refuse keeps its plain polygon instead.
+
+``roams``: when asked, a share of the plain subscriptions (none of the fences above) become
+roaming fences (``geops.roam``) too: a distance of ``ROAM_M`` metres and a glob of
+``ROAM_GLOBS`` (every object, about a tenth of them, or a handful), so that pairs of the
+generated objects (``object-K``) meet and part.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import shapely
 
 from geops.fences import GEOD, fence_geometries
-from geops.model import DetectKind
+from geops.model import ROAMING_KINDS, DetectKind
 
 SPEED_M_S = (1.5, 30.0)
 TURN_SD_DEG = 20.0
@@ -34,6 +39,8 @@ DETECT_MIX: tuple[tuple[int, float], ...] = ((_E | _X, 0.6), (_E, 0.15), (_X, 0.
 CROSS_EVERY = 50
 POINT_FENCE_M = (100.0, 2_000.0)
 POLYGON_FENCE_M = (50.0, 500.0)
+ROAM_M = (100.0, 2_000.0)
+ROAM_GLOBS = ("object-*", "object-1*", "object-2?")
 
 
 def object_names(objects: int, publications: int) -> np.ndarray:
@@ -93,3 +100,20 @@ def fences(rng: np.random.Generator, geoms: np.ndarray
         if k < len(points):
             geoms[row] = original[k]
     return geoms, detect, distance
+
+
+def roams(rng: np.random.Generator, detect: np.ndarray, share: float
+          ) -> tuple[np.ndarray, list[tuple[float, str] | None]]:
+    """(detect masks with the roaming kinds added, each subscription's roam or None): a
+    ``share`` of all subscriptions, drawn among the plain ones (``detect`` 0), become roaming
+    fences of a distance in ``ROAM_M`` (to the decimetre) and a glob of ``ROAM_GLOBS``."""
+    detect = np.asarray(detect, np.uint8).copy()
+    out: list[tuple[float, str] | None] = [None] * len(detect)
+    plain = np.flatnonzero(detect == 0)
+    rows = rng.permutation(plain)[:min(len(plain), round(share * len(detect)))]
+    distances = np.round(rng.uniform(*ROAM_M, len(rows)), 1)
+    globs = rng.integers(0, len(ROAM_GLOBS), len(rows))
+    for row, d, g in zip(rows.tolist(), distances.tolist(), globs.tolist(), strict=True):
+        out[row] = (d, ROAM_GLOBS[g])
+    detect[rows] |= ROAMING_KINDS
+    return detect, out

@@ -6,7 +6,8 @@
 ``Publication`` schemas of ``schemas/`` (geometry as WKB, relation as the enum symbol, event time
 as epoch milliseconds), in the same order; ``DIR/workload.json`` records how it was made.
 A workload of moving objects adds ``object_id`` to the publications and ``detect`` /
-``distance_m`` to the subscriptions that are fences (properties and record fields alike).
+``distance_m`` / ``roam`` to the subscriptions that are fences (properties and record fields
+alike).
 """
 
 from __future__ import annotations
@@ -65,12 +66,16 @@ def write_workload(out: str | os.PathLike[str], workload: Workload, record: dict
         sub_extra["distance_m"] = np.array([None if np.isnan(d) else round(float(d), 1)
                                             for d in workload.distance_m], object)
         pub_extra["object_id"] = workload.object_ids
+    if workload.roams is not None:
+        sub_extra["roam"] = np.empty(len(workload.roams), object)
+        sub_extra["roam"][:] = [None if r is None else {"distance_m": r[0], "match": r[1]}
+                                for r in workload.roams]
     write_subscriptions(step("subscriptions.geojson"), workload.subscriptions, sub_extra)
     write_publications(step("publications.geojson"), workload.publications, pub_extra)
     write_avro(step("subscriptions.avro"), "Subscription",
                subscription_records(workload.subscriptions, workload.detect,
                                     None if workload.distance_m is None else
-                                    np.round(workload.distance_m, 1)))
+                                    np.round(workload.distance_m, 1), workload.roams))
     write_avro(step("publications.avro"), "Publication",
                publication_records(workload.publications, workload.object_ids))
     doc = {**record, **workload.summary()}

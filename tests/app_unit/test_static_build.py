@@ -12,7 +12,7 @@ import shapely
 
 from app.static.build import merge_pieces, place_pieces
 from app.subscriptions.scan import TopicRange, merge_summaries, pieces_of, scan_records
-from geops.model import Envelopes, Relation, Subscriptions
+from geops.model import DetectKind, Envelopes, Relation, Subscriptions
 from geops.strategies import build_strategy
 from geops.strategies import payload as payload_codec
 from geops.strategies.strategy import Layout
@@ -177,3 +177,34 @@ def test_a_fence_that_cannot_be_made_is_dead_lettered_by_name():
     assert "pole" in reasons[4]
     found = merge_summaries([summary])
     assert found.envelopes.ids.tolist() == [1, 6]
+
+
+def test_a_roaming_fence_that_cannot_be_made_is_dead_lettered_by_name():
+    """Roaming kinds without a roam, a roam with a bad distance or glob: unusable, the reason
+    naming the subscription and the field; a good roaming fence is a plain subscription to
+    the static side (its relation kept, no fixed kinds)."""
+    c = codec()
+
+    def rec(offset, sid, detect=(), roam=None):
+        return Msg(offset, str(sid).encode(), c.encode("Subscription", {
+            "id": sid, "geometry": shapely.to_wkb(shapely.Point(4.9, 52.4)),
+            "relation": "WITHIN", "detect": list(detect), "roam": roam}))
+
+    msgs = [rec(0, 1, ["NEARBY", "FARAWAY"], {"distance_m": 500.0, "match": "c-*"}),
+            rec(1, 2, ["NEARBY"]),
+            rec(2, 3, ["FARAWAY"], {"distance_m": -1.0, "match": "c-*"}),
+            rec(3, 4, ["NEARBY"], {"distance_m": 50.0, "match": "c-[0"}),
+            rec(4, 5, ["ENTER", "NEARBY"], {"distance_m": 50.0, "match": "*"})]
+    summary, live = scan_records(0, 0, msgs)
+    assert live.ids.tolist() == [1, 5]
+    reasons = {d.offset: d.reason for d in summary.dead}
+    assert reasons == {
+        1: "subscription 2: detect NEARBY and FARAWAY need a roam (distance_m and match)",
+        2: "subscription 3: roam distance_m must be a number of metres above zero and at most "
+           "100,000, got -1.0",
+        3: "subscription 4: roam match 'c-[0' has an unclosed '[' at 2 (write [[] for a "
+           "literal '[')"}
+    found = merge_summaries([summary])
+    assert found.detect.tolist() == [0, int(DetectKind.ENTER)]
+    assert found.envelopes.relations.tolist() == [int(Relation.WITHIN),
+                                                  int(Relation.INTERSECTS)]

@@ -31,7 +31,7 @@ def _rid(pipeline: str, mode: str, skew: int, repeat: int) -> str:
 
 def test_every_study_imports_and_runs_as_a_module() -> None:
     names = [m.name for m in pkgutil.iter_modules(bench.studies.__path__)]
-    assert len(names) == 22
+    assert len(names) == 25
     for name in names:
         module = importlib.import_module(f"bench.studies.{name}")
         assert module.__doc__, name

@@ -143,6 +143,8 @@ CASES = [
     (["app", "--max-records-per-trigger", "-5"], ["--max-records-per-trigger", "-5"]),
     (["app", "--stop-after-idle", "whenever"], ["--stop-after-idle", "whenever"]),
     (["app", "--starting-offsets", "middle"], ["--starting-offsets", "middle"]),
+    (["app", "--lease-time", "0.1s"], ["--lease-time", "0.1 s"]),
+    (["app", "--standby", "--mode", "real-time"], ["--standby", "real-time"]),
     (["app", "--config", "DIR/missing.toml"], ["--config", "DIR/missing.toml"]),
     # distributor
     (["distributor", "--period", "0"], ["--period", "0"]),

@@ -61,8 +61,7 @@ def test_subscribe_writes_detect_kinds_and_distances(produced, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "rejected feature 3: subscription 4: its distance fence would cross the antimeridian" \
         in err
-    assert "rejected feature 4: properties.detect must be a list or a comma-separated string" \
-        " of enter, exit, inside, outside, cross, got 'nearby'" in err
+    assert "rejected feature 4: properties.detect nearby and faraway need properties.roam" in err
 
 
 def test_subscribe_flags_are_defaults_for_the_features_without(produced, tmp_path):
@@ -126,3 +125,29 @@ def test_tail_shows_the_new_fields():
                                      "match_time": 1001, "batch_id": 2}) == \
         {"object_id": "car", "subscription_id": 4, "kind": "enter", "publication_id": 9,
          "event_time": 1000}
+    pair = {"object_id": "car", "subscription_id": 4, "kind": "NEARBY", "reason": None,
+            "publication_id": 9, "event_time": 1000, "match_time": 1001, "batch_id": 2,
+            "other_object_id": "van", "distance_m": 1234.5}
+    assert to_text("GeofenceEvent", pair) == ("event NEARBY object car subscription 4 at "
+                                              "1970-01-01T00:00:01.000Z (publication 9, other "
+                                              "van 1,234.5 m away), batch 2")
+    assert to_json("GeofenceEvent", pair) == {
+        "object_id": "car", "subscription_id": 4, "kind": "nearby", "publication_id": 9,
+        "event_time": 1000, "other_object_id": "van", "distance_m": 1234.5}
+
+
+def test_subscribe_writes_roaming_fences(produced, tmp_path, capsys):
+    path = _file(tmp_path / "s.geojson", [
+        ({"id": 1, "relation": "within", "roam": {"distance_m": 500, "match": "courier-*"}},
+         POINT),
+        ({"id": 2, "relation": "within", "detect": "enter,faraway",
+          "roam": {"distance_m": 20.5, "match": "van-[0-9]"}}, POINT),
+        ({"id": 3, "relation": "within", "roam": {"distance_m": 500, "match": "c-[0"}}, POINT),
+        ({"id": 4, "relation": "within"}, POINT)])
+    assert main(["subscribe", "--file", path]) == 3
+    got = {k.decode(): (r["detect"], r["roam"]) for _, k, r in produced}
+    assert got == {"1": (["NEARBY", "FARAWAY"], {"distance_m": 500.0, "match": "courier-*"}),
+                   "2": (["ENTER", "FARAWAY"], {"distance_m": 20.5, "match": "van-[0-9]"}),
+                   "4": ([], None)}
+    assert "rejected feature 2: properties.roam match 'c-[0' has an unclosed '['" in (
+        capsys.readouterr().err)

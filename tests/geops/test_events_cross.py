@@ -210,3 +210,38 @@ def test_the_reference_track_is_the_engines():
     assert len(mine.coords) == len(theirs.coords)
     assert np.allclose(shapely.get_coordinates(mine), shapely.get_coordinates(theirs),
                        atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_single_track_ruled_out_before_it_is_drawn_meets_no_fence(seed):
+    """``Fences.may_meet`` (a poll's one track) is False only for a track that meets no
+    fence asking for cross: tracks one at a time (short and long, at high latitudes, over the
+    antimeridian, out of lon/lat) cross what every track drawn at once crosses, and most
+    short tracks far from the fences are ruled out."""
+    rng = np.random.default_rng(seed)
+    centres = np.column_stack([rng.uniform(-180, 180, 300), rng.uniform(-88, 88, 300)])
+    sizes = rng.choice([1e-4, 1e-2, 0.5], 300)
+    geoms = shapely.box(centres[:, 0], centres[:, 1], centres[:, 0] + sizes,
+                        centres[:, 1] + sizes)
+    detect = np.where(rng.random(300) < 0.5, int(DetectKind.CROSS), int(DetectKind.ENTER))
+    fences = Fences(np.arange(300), geoms, detect)
+    n = 2_000
+    starts = np.column_stack([rng.uniform(-180, 180, n), rng.uniform(-89.9, 89.9, n)])
+    starts[:200] = centres[:200] - rng.uniform(0, 0.05, (200, 2))   # beside a fence
+    starts[200:300, 0] = rng.choice([-179.999, 179.999], 100)       # at the antimeridian
+    starts[300:400] *= 3                                            # not lon/lat
+    # long tracks are cut into pieces of SEGMENT_M: a few of them, to keep the drawing short
+    step = rng.choice([1e-4, 1e-2, 0.3, 2.0], n, p=[0.3, 0.3, 0.3, 0.1])[:, None] * rng.normal(
+        size=(n, 2))
+    ends = starts + step
+    ends[300:400] = starts[300:400] + rng.normal(0, 300, (100, 2))
+    ends[:200] = centres[:200] + sizes[:200, None] + rng.uniform(0, 0.05, (200, 2))  # across
+    track, fence = fences.crossings(starts, ends)    # all at once: every track drawn
+    want = sorted(zip(track.tolist(), fence.tolist(), strict=True))
+    got = sorted((i, f) for i in range(n)
+                 for f in fences.crossings(starts[i:i + 1], ends[i:i + 1])[1].tolist())
+    assert got == want and len(want) > 30
+    near = [fences.may_meet(*starts[i], *ends[i]) for i in range(n)]
+    assert all(near[i] for i, _ in want)
+    short = np.flatnonzero(np.abs(step).max(axis=1) < 0.05)
+    assert np.mean([not near[i] for i in short.tolist()]) > 0.9

@@ -126,15 +126,25 @@ def test_another_object_id_field_and_the_default_ttl(tmp_path):
 
 @pytest.mark.parametrize("props,reason", [
     ({"detect": "sideways"}, "properties.detect must be a list or a comma-separated string of "
-                             "enter, exit, inside, outside, cross, got 'sideways'"),
+                             "enter, exit, inside, outside, cross, nearby, faraway, got "
+                             "'sideways'"),
     ({"detect": 7}, "properties.detect must be a list or a comma-separated string of enter, "
-                    "exit, inside, outside, cross, got 7"),
+                    "exit, inside, outside, cross, nearby, faraway, got 7"),
     ({"detect": ["enter", None]}, "properties.detect must be"),
     ({"detect": "enter", "distance_m": -5}, "properties.distance_m must be a finite number of "
                                             "metres above zero, got -5"),
     ({"detect": "enter", "distance_m": "5"}, "properties.distance_m must be a finite number of "
                                              "metres above zero, got '5'"),
     ({"distance_m": 50}, "properties.distance_m (50) needs properties.detect"),
+    ({"roam": {"distance_m": 50, "match": "c-*"}, "distance_m": 50},
+     "properties.distance_m (50) needs properties.detect"),
+    ({"detect": "nearby"}, "properties.detect nearby and faraway need properties.roam"),
+    ({"roam": {"distance_m": -1, "match": "c-*"}}, "properties.roam distance_m must be a number "
+                                                   "of metres above zero and at most 100,000, "
+                                                   "got -1"),
+    ({"roam": {"distance_m": 50, "match": "c-[0"}}, "properties.roam match 'c-[0' has an "
+                                                    "unclosed '[' at 2"),
+    ({"roam": "c-*"}, "properties.roam must be an object"),
     ({"detect": "enter", "distance_m": 5000}, "subscription 9: its distance fence would cross "
                                               "the antimeridian"),
 ])
@@ -182,4 +192,5 @@ def test_the_events_flags_need_events(tmp_path, capsys):
     pubs = _write(tmp_path / "pubs.geojson", _publications(PUBLICATIONS))
     assert main(["match", "--subscriptions", subs, "--publications", pubs, "--out",
                  str(tmp_path / "o"), "--object-ttl", "5m"]) == 2
-    assert "--object-id-field and --object-ttl need --events" in capsys.readouterr().err
+    assert ("--object-id-field, --object-ttl and --roam-lateness need --events"
+            in capsys.readouterr().err)

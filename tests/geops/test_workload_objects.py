@@ -5,6 +5,7 @@ detecting and distance fences among the subscriptions, files that subscribe, pub
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -12,13 +13,20 @@ import shapely
 
 from cli.main import main
 from config.exitcodes import EXIT_OK, EXIT_USAGE
-from geops.avro_input import read_fence_subscriptions_avro, read_positions_avro
+from geops.avro_input import read_fence_subscriptions_avro, read_fences_avro, read_positions_avro
 from geops.errors import ParameterError
 from geops.fences import GEOD, fence_geometries
-from geops.geojson import read_fence_subscriptions, read_positions
+from geops.geojson import read_fence_subscriptions, read_fences, read_positions
 from geops.model import DetectKind
 from geops.workload import generate_workload
-from geops.workload.objects import CROSS_EVERY, DETECT_MIX, FENCE_SHARE, SPEED_M_S
+from geops.workload.objects import (
+    CROSS_EVERY,
+    DETECT_MIX,
+    FENCE_SHARE,
+    ROAM_GLOBS,
+    ROAM_M,
+    SPEED_M_S,
+)
 from geops.workload.skew import SkewSpec
 
 SIZES = {"subscriptions": 400, "publications": 3_000, "interval_ms": 20}
@@ -110,12 +118,16 @@ def test_the_files_carry_objects_and_fences_for_every_reader(tmp_path, capsys, w
                                        read_positions_avro(out / "publications.avro")):
         assert not rejected and objects.tolist() == workload.object_ids.tolist()
         assert (pubs.event_time == workload.publications.event_time).all()
+    assert {"enter", "inside"} <= _event_kinds(out, tmp_path)
+
+
+def _event_kinds(out, tmp_path) -> set[str]:
+    """The kinds of the events `geops match --events` finds in the workload written to out."""
     events = tmp_path / "events.jsonl"
     assert main(["match", "--events", "--subscriptions", str(out / "subscriptions.geojson"),
                  "--publications", str(out / "publications.geojson"), "--out",
                  str(events)]) == EXIT_OK
-    kinds = {json.loads(line)["kind"] for line in events.read_text().splitlines()}
-    assert {"enter", "inside"} <= kinds
+    return {json.loads(line)["kind"] for line in events.read_text().splitlines()}
 
 
 def test_point_share_does_not_apply_with_objects(tmp_path, capsys):
@@ -141,3 +153,32 @@ def test_ids_count_from_first_id_and_nothing_else_changes(workload):
     assert (shifted.publications.ids == workload.publications.ids + 1_000_000).all()
     assert shapely.equals(shifted.publications.geoms, workload.publications.geoms).all()
     assert (shifted.detect == workload.detect).all()
+
+
+def test_a_share_of_roaming_fences_when_asked(tmp_path, capsys):
+    assert main(["generate", "--out", str(tmp_path / "w"), "--seed", "5", "--objects", "60",
+                 "--subscriptions", "400", "--publications", "3000", "--interval-ms", "20",
+                 "--roam-share", "0.05"]) == EXIT_OK
+    assert "fences: 80 detecting, 40 with a distance (26 around points), 20 roaming" in \
+        capsys.readouterr().out
+    out = tmp_path / "w"
+    geojson, avro = (read_fences(out / "subscriptions.geojson"),
+                     read_fences_avro(out / "subscriptions.avro"))
+    assert geojson[5] == avro[5] and (geojson[1] == avro[1]).all()
+    roaming = [k for k, r in enumerate(geojson[5]) if r is not None]
+    assert len(roaming) == 20
+    both = int(DetectKind.NEARBY | DetectKind.FARAWAY)
+    assert (geojson[1][roaming] == both).all()  # drawn among the plain subscriptions
+    assert all(r[1] in ROAM_GLOBS and ROAM_M[0] <= r[0] <= ROAM_M[1] for r in geojson[5] if r)
+    assert {"enter", "nearby", "faraway"} <= _event_kinds(out, tmp_path)
+    # none asked: the same workload as before, no roam
+    plain = generate_workload(seed=5, objects=60, **SIZES)
+    assert plain.roams is None and (DetectKind.fixed(geojson[1]) == plain.detect).all()
+
+
+@pytest.mark.parametrize("kwargs,words", [({"roam_share": 0.1}, "needs objects"),
+                                          ({"roam_share": 0.9, "objects": 5}, "within [0, 0.8]"),
+                                          ({"roam_share": -0.1, "objects": 5}, "within")])
+def test_bad_roam_shares_are_refused_by_name(kwargs, words):
+    with pytest.raises(ParameterError, match=r"roam_share .*" + re.escape(words)):
+        generate_workload(seed=1, **SIZES, **kwargs)

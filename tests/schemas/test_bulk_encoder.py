@@ -54,3 +54,18 @@ def test_optional_fields_equal_the_codecs():
                                   "distance_m": None if d != d else d})
         for r, m, d in zip(subscription_records(subs), masks.tolist(), distances.tolist(),
                            strict=True)]
+
+
+def test_roaming_fences_equal_the_codecs():
+    c = codec()
+    ids = np.arange(4, dtype=np.int64)
+    subs = Subscriptions(ids, [shapely.Point(k, k) for k in range(4)], [5, 5, 5, 5])
+    masks = np.array([96, 0, 97, 32], np.uint8)
+    roams = [(500.0, "courier-*"), None, (1.5, "ü[0-9]"), (100_000.0, "")]
+    records = list(subscription_records(subs, masks, None, roams))
+    assert [r["roam"] for r in records] == [
+        {"distance_m": 500.0, "match": "courier-*"}, None,
+        {"distance_m": 1.5, "match": "ü[0-9]"}, {"distance_m": 100_000.0, "match": ""}]
+    assert records[2]["detect"] == ["ENTER", "NEARBY", "FARAWAY"]
+    assert encode_subscriptions(subs, masks, None, roams) == [
+        c.encode("Subscription", r) for r in records]

@@ -144,7 +144,7 @@ def test_version_1_records_read_with_the_new_fields_at_their_defaults():
             ("Publication", {"id": 1, "geometry": b"\x01", "event_time": 2},
              {"object_id": None}),
             ("Subscription", {"id": 3, "geometry": b"\x01", "relation": "WITHIN"},
-             {"detect": [], "distance_m": None})]:
+             {"detect": [], "distance_m": None, "roam": None})]:
         v1 = history(name)[0]
         buf = io.BytesIO()
         buf.write(MAGIC + v1.fingerprint)

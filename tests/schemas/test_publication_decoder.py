@@ -162,12 +162,14 @@ def test_a_string_that_is_not_utf8_fails_as_the_codec_says() -> None:
     assert [i for i, _ in decode_publications([good, bad, good]).errors] == [1]
 
 
-KINDS = ["ENTER", "EXIT", "INSIDE", "OUTSIDE", "CROSS"]
+KINDS = ["ENTER", "EXIT", "INSIDE", "OUTSIDE", "CROSS", "NEARBY", "FARAWAY"]
 SUBSCRIPTION = st.fixed_dictionaries(
     {"id": INT64, "geometry": st.binary(max_size=300),
      "relation": st.sampled_from([r.name for r in Relation])},
     optional={"detect": st.lists(st.sampled_from(KINDS), max_size=10),
-              "distance_m": st.one_of(st.none(), st.floats(allow_nan=True))})
+              "distance_m": st.one_of(st.none(), st.floats(allow_nan=True)),
+              "roam": st.one_of(st.none(), st.fixed_dictionaries(
+                  {"distance_m": st.floats(allow_nan=False), "match": st.text()}))})
 
 
 def _check_subscriptions(values: list[bytes | None]) -> None:
@@ -191,6 +193,8 @@ def _check_subscriptions(values: list[bytes | None]) -> None:
     for d, r in zip(got.distance_m.tolist(), records, strict=True):
         want = r["distance_m"]
         assert (math.isnan(d) and (want is None or math.isnan(want))) or d == want
+    assert got.roams.tolist() == [None if r["roam"] is None else
+                                  (r["roam"]["distance_m"], r["roam"]["match"]) for r in records]
 
 
 @settings(max_examples=200, deadline=None)
@@ -209,9 +213,9 @@ def test_subscriptions_decode_and_fail_as_the_codec_says(items):
 def test_every_relation_and_a_symbol_out_of_range() -> None:
     good = [codec().encode("Subscription", {"id": 3, "geometry": b"\x01\x02", "relation": r.name})
             for r in Relation]
-    # the relation is the byte before the empty detect array and the null distance
-    bad = good[0][:-3] + bytes([2 * len(Relation)]) + b"\x00\x00"  # index 10: no such symbol
-    negative = good[0][:-3] + b"\x01\x00\x00"      # index -1: whatever the codec makes of it
+    # the relation is the byte before the empty detect array, the null distance and roam
+    bad = good[0][:-4] + bytes([2 * len(Relation)]) + b"\x00" * 3  # index 10: no such symbol
+    negative = good[0][:-4] + b"\x01" + b"\x00" * 3      # index -1: whatever the codec says
     _check_subscriptions([*good, bad, negative])
     got = decode_subscriptions([*good, bad])
     assert got.relations.tolist() == [int(r) for r in Relation]
@@ -222,9 +226,9 @@ def test_a_detect_array_in_blocks_with_sizes_reads_as_the_codec_does() -> None:
     """Avro lets a writer split an array into blocks, or give a block's byte size (a negative
     count): legal, rare, left to the codec."""
     head = codec().header("Subscription") + b"\x06\x02\x01\x10"   # id 3, geometry 01, WITHIN
-    one_block = head + b"\x04\x00\x02\x00" + b"\x00"                 # [ENTER, EXIT], null
-    two_blocks = head + b"\x02\x00\x02\x02\x00" + b"\x00"           # [ENTER] [EXIT]
-    sized = head + b"\x03\x04\x00\x02\x00" + b"\x02" + bytes(8)  # 2 items in 2 bytes; 0.0
+    one_block = head + b"\x04\x00\x02\x00" + b"\x00\x00"          # [ENTER, EXIT], null, null
+    two_blocks = head + b"\x02\x00\x02\x02\x00" + b"\x00\x00"    # [ENTER] [EXIT]
+    sized = head + b"\x03\x04\x00\x02\x00" + b"\x02" + bytes(9)  # 2 items in 2 bytes; 0.0
     _check_subscriptions([one_block, two_blocks, sized])
     got = decode_subscriptions([one_block, two_blocks, sized])
     assert got.ok.all() and got.detect.tolist() == [3, 3, 3]
@@ -240,7 +244,28 @@ def test_version_1_subscriptions_read_as_plain_matches() -> None:
     assert got.detect.tolist() == [0, 2] and got.has_distance.tolist() == [False, True]
     assert got.distance_m[1] == 250.0 and math.isnan(got.distance_m[0])
     assert codec().decode_as("Subscription", encode_version("Subscription", 1, record)) == {
-        **record, "detect": [], "distance_m": None}
+        **record, "detect": [], "distance_m": None, "roam": None}
     pub = {"id": 4, "geometry": b"", "event_time": 5}
     assert codec().decode_as("Publication", encode_version("Publication", 1, pub)) == {
         **pub, "object_id": None}
+
+
+def test_subscriptions_of_the_fence_version_and_without_roam_take_the_fast_path(monkeypatch
+                                                                                ) -> None:
+    """Version 3 (fences, no roam) and the current version with a null roam never go through
+    the codec; a roaming fence's record does, and reads as the codec reads it."""
+    record = {"id": 5, "geometry": b"\x01", "relation": "WITHIN", "detect": ["EXIT"],
+              "distance_m": 10.0}
+    fast = [encode_version("Subscription", 3, record), codec().encode("Subscription", record)]
+    roaming = codec().encode("Subscription", {**record, "detect": ["NEARBY", "FARAWAY"],
+                                              "roam": {"distance_m": 500.0, "match": "c-*"}})
+    _check_subscriptions([*fast * 5, roaming])
+    got = decode_subscriptions([*fast * 5, roaming])
+    assert got.roams.tolist() == [None] * 10 + [(500.0, "c-*")]
+    assert got.detect.tolist() == [2] * 10 + [32 | 64]
+
+    def refuse(*_):
+        raise AssertionError("fell back to the codec")
+
+    monkeypatch.setattr(type(codec()), "decode_as", refuse)
+    assert decode_subscriptions(fast * 5).ok.all()
