@@ -40,6 +40,7 @@ class Fault:
     reread: int = 0
     recovered_ms: int | None = None  # when the lag was back under 2 s of input (run.py)
     answer_gap_ms: int | None = None  # the longest stretch without an answer (answers.py)
+    handovers: int = 0  # the app handed over to its standby after the fault (its lease lapsed)
 
 
 def schedule(seed: int, duration_s: float, every_s: float, kinds: list[str],

@@ -176,10 +176,17 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
     t0 = time.monotonic()
     faults: list[Fault] = []
     next_note = PROGRESS_S
+    shift = 0.0  # the time the faults waited for a standby to get ready: the plan moves on
 
     def wait_until(at: float) -> None:
-        nonlocal next_note
-        while (el := time.monotonic() - t0) < at:
+        nonlocal next_note, shift
+        while (el := time.monotonic() - t0) < at + shift:
+            note = stack.handed_over()
+            if note:
+                log(f"[{el:6.0f} s] {note}")
+                if faults:
+                    faults[-1].detail += f"; then {note}"
+                    faults[-1].handovers += 1
             stack.check_alive()
             if el >= next_note:
                 next_note += PROGRESS_S
@@ -192,6 +199,7 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
         wait_until(at)
         if stack.standby is not None:
             late = stack.wait_standby_ready()
+            shift += late
             if late > 1.0:
                 log(f"[{time.monotonic() - t0:6.0f} s] the next fault waited {late:.0f} s for "
                     "the standby to get ready")
@@ -218,6 +226,9 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
     log(f"producer stopped: {v.published:,} publications, ids 0..{top:,}")
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while True:
+        note = stack.handed_over()
+        if note:
+            log(f"while draining: {note}")
         stack.check_alive()
         done = sum(b["records"] for b in monitor.data.batches)
         lag = monitor.latest_lag()
@@ -326,7 +337,8 @@ def per_kind(faults: list[Fault]) -> list[dict]:
                      "recovery_median_s": rec_med, "recovery_worst_s": rec_worst,
                      "answer_gap_median_s": gap_med, "answer_gap_worst_s": gap_worst,
                      "not_recovered": len(fs) - len(rec),
-                     "reread_records": sum(f.reread for f in fs), **_goal(kind, fs)})
+                     "reread_records": sum(f.reread for f in fs),
+                     "handovers": sum(f.handovers for f in fs), **_goal(kind, fs)})
     return rows
 
 
@@ -336,7 +348,8 @@ def rerender(out: Path) -> dict:
     ``faults.csv``, ``summary.json`` and ``README.md`` again."""
     summary = json.loads((out / "summary.json").read_text())
     faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
-                    int(r["reread"])) for r in read_rows(out / "faults.csv")]
+                    int(r["reread"]), handovers=int(r.get("handovers") or 0))
+              for r in read_rows(out / "faults.csv")]
     samples = [(int(r["time_ms"]), int(r["lag"]) if r["lag"] else None)
                for r in read_rows(out / "lag.csv.gz")]
     recoveries(faults, samples, summary["options"]["rate"])
@@ -424,6 +437,13 @@ def report(summary: dict) -> str:
                     cell(r.get("answer_gap_worst_s"), 1), r["not_recovered"],
                     f"{r['reread_records']:,}", goal_cell(r)] for r in summary["per_kind"]),
                   "lrrrrrrrl")]
+    handed = [f"{r['kind']} ({r['handovers']})" for r in summary["per_kind"]
+              if r.get("handovers")]
+    if handed:
+        lines += ["", "The app was handed over to its standby after a fault that kept its lease's "
+                  "heartbeats from Kafka for the lease time (the app stopped with exit code 7, "
+                  "the standby answered, the stopped app came back as the next standby): after "
+                  + ", ".join(handed) + "."]
     lines += ["", "Every fault with its time, what it hit and its answer gap: "
               "[`faults.csv`](faults.csv); the lag every half second: `lag.csv.gz`; when "
               "answers arrived: `answers.csv.gz`; all of it: `summary.json`.", ""]

@@ -12,6 +12,7 @@ import config
 from bench.chaos.cluster import SparkCluster, free_port
 from bench.harness.errors import BenchFailed
 from bench.harness.processes import GEOPS, Proc, Processes
+from config.exitcodes import EXIT_REPLACED
 from kafkaio import broker
 
 APP_READY = "ready: the query has started"
@@ -106,6 +107,20 @@ class Stack:
         waited = wait_for_line(taker, TOOK_LEASE, "taking the lease", TAKEOVER_TIMEOUT_S)
         self.app = taker
         return taker, waited
+
+    def handed_over(self) -> str | None:
+        """When the app stopped because its standby took the lease (exit code 7: a broker
+        fault kept its heartbeats from Kafka for the lease time): the standby becomes the app
+        and the stopped app is started again as the next standby, as after a driver kill; a
+        line saying so. None when nothing was handed over."""
+        if (self.standby is None or self.app.popen.poll() != EXIT_REPLACED):
+            return None
+        replaced = self.app
+        self.procs.stop(replaced, grace=5)
+        taker, _ = self.take_over()
+        self.start_app(standby=True)
+        return (f"{replaced.log.stem} replaced: {taker.log.stem} (standby) took the lease and "
+                f"answers, {self.standby.log.stem} started as the next standby")
 
     def start_distributor(self) -> Proc:
         self.distributor = self.procs.start(

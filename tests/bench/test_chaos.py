@@ -3,7 +3,8 @@ the answer gaps and the goals (pure), and a short run: four faults of different 
 three-node cluster with the app in exactly-once mode and a standby, after which the answers
 equal the oracle's exactly; at the driver kill the standby takes over. Its broker-kill is the
 suite's test of a node lost from a three-node cluster (replication 3, two in sync required):
-nothing lost, and the app goes on in the same process (another answers only after its kill)."""
+nothing lost; the app goes on in the same process, or, when the node led the lease topic long
+enough for the lease to lapse, its standby takes over."""
 
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ def test_the_table_per_kind():
     assert rows["driver-kill"] == {"kind": "driver-kill", "count": 2, "recovery_median_s": 11.0,
                                    "recovery_worst_s": 12.0, "answer_gap_median_s": 5.2,
                                    "answer_gap_worst_s": 6.5, "not_recovered": 0,
-                                   "reread_records": 400, "goal_s": 10.0, "goal_from": "start",
-                                   "goal_worst_s": 12.0, "goal_met": False}
+                                   "reread_records": 400, "handovers": 0, "goal_s": 10.0,
+                                   "goal_from": "start", "goal_worst_s": 12.0,
+                                   "goal_met": False}
     assert goal_cell(rows["driver-kill"]) == "≤ 10 s: **not met** (worst 12.0 s)"
     assert rows["broker-kill"]["not_recovered"] == 1
     assert rows["broker-kill"]["recovery_worst_s"] is None
@@ -142,13 +144,15 @@ def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     assert rows["driver-kill"]["goal_s"] == 10.0 and rows["driver-kill"]["goal_met"] is not None
     # the driver kill: the standby (app-2) took the lease and answered, the killed app (app-1)
     # was started again as the next standby (app-3); after a node, an executor or the
-    # distributor lost the app went on in the same process
+    # distributor lost the app went on (in the same process, or handed over)
     driver = next(f for f in read_rows(out / "faults.csv") if f["kind"] == "driver-kill")
     assert driver["detail"].startswith("app-2 (standby) took the lease"), driver["detail"]
     assert "app-3 started as the next standby" in driver["detail"]
     work = tmp_path / "work"
-    assert sorted(p.name for p in work.glob("app-*.log")) == ["app-1.log", "app-2.log",
-                                                              "app-3.log"]
+    # more when a broker fault kept the app's heartbeats away for the lease time and the
+    # standby took over then too (the summary counts those handovers)
+    handovers = sum(r["handovers"] for r in rows.values())
+    assert len(list(work.glob("app-*.log"))) == 3 + handovers
     assert "took the lease of app" in (work / "app-2.log").read_text()
     assert "standby: ready to take over" in (work / "app-3.log").read_text()
     page = (out / "README.md").read_text()
