@@ -1,8 +1,12 @@
-"""The lease's rules as the log's order applies them (``kafkaio.lease.LeaseState``): pure."""
+"""The lease's rules as the log's order applies them (``kafkaio.lease.LeaseState``), and a
+claim's append that the broker takes late: pure."""
 
 from __future__ import annotations
 
-from kafkaio.lease import CLAIM, HEARTBEAT, LeaseRecord, LeaseState
+import pytest
+
+from kafkaio.errors import KafkaUnavailable
+from kafkaio.lease import CLAIM, HEARTBEAT, LeaseLog, LeaseRecord, LeaseState
 
 
 def rec(kind: str, term: int, holder: str, app: str = "geops") -> LeaseRecord:
@@ -69,11 +73,6 @@ class SlowBroker:
 def test_a_claim_the_broker_takes_late_is_waited_for_not_given_up():
     # a standby that gave up its claim after the timeout would end while the claim, still
     # queued, could land later and stop the active app: nobody would answer
-    import pytest
-
-    from kafkaio.errors import KafkaUnavailable
-    from kafkaio.lease import LeaseLog
-
     lease_log = LeaseLog.__new__(LeaseLog)
     lease_log.topic, lease_log.holder, lease_log.state = "t", "me", LeaseState("geops")
     lease_log._producer = SlowBroker()
