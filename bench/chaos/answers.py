@@ -88,8 +88,9 @@ def waiting_gaps(arrivals: list[Arrival]) -> list[tuple[int, int]]:
 
 
 def answer_gap_ms(gaps: list[tuple[int, int]], start_ms: int, until_ms: float) -> int | None:
-    """The longest of ``gaps`` (sorted by end) that overlaps [start_ms, until_ms): a stretch
-    that began before the fault and ended after its start counts whole. None without one."""
+    """The longest of ``gaps`` (sorted by end) that ended after ``start_ms`` and before
+    ``until_ms``: a stretch that began before the fault counts whole, one that lasted into the
+    next fault is that fault's. None without one."""
     i = bisect.bisect_right([end for _, end in gaps], start_ms)
-    within = [end - begin for begin, end in gaps[i:] if begin < until_ms]
+    within = [end - begin for begin, end in gaps[i:] if end < until_ms]
     return max(within, default=None)

@@ -293,7 +293,7 @@ def recoveries(faults: list[Fault], samples: list[tuple[int, int | None]],
 
 def answer_gaps(faults: list[Fault], arrivals: list[Arrival]) -> None:
     """Each fault's answer gap (``answer_gap_ms``): the longest stretch without an answer while
-    publications were waiting that overlaps the time from its start to the next fault's."""
+    publications were waiting that ended between its start and the next fault's."""
     gaps = waiting_gaps(arrivals)
     for i, f in enumerate(faults):
         until = faults[i + 1].start_ms if i + 1 < len(faults) else float("inf")
@@ -426,8 +426,8 @@ def report(summary: dict) -> str:
         "restarted driver ran again (Spark's offset log; tasks an executor's loss retried within a "
         "batch are not counted); answer gap: the longest stretch without any answer (no new "
         "`Match` record on the matches topic read with `read_committed`) while publications "
-        "were waiting (written and not yet answered), among those that overlap the time from "
-        "the fault's start to the next fault's; goal: the recovery every fault of the kind "
+        "were waiting (written and not yet answered), among those that ended between the "
+        "fault's start and the next fault's; goal: the recovery every fault of the kind "
         "should stay within with a standby running, judged by the worst (a frozen broker "
         "node's from when it answers again).", "",
         *markdown(["fault", "count", "recovery median s", "worst s", "answer gap median s",

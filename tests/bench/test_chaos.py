@@ -115,6 +115,8 @@ def test_an_answer_gap_counts_only_while_publications_wait():
     assert answer_gap_ms(gaps, 3_000, 15_000) == 7_000  # the gap the fault fell into, whole
     assert answer_gap_ms(gaps, 10_000, 30_000) == 1_000  # 11 s without answers, none waiting
     assert answer_gap_ms(gaps, 30_000, 40_000) is None
+    # a gap that lasted into the next fault is that fault's
+    assert answer_gap_ms(gaps, 0, 8_000) == 800 and answer_gap_ms(gaps, 8_000, 10_000) == 7_000
     faults = [Fault("driver-kill", 3_000, 4_000), Fault("producer-kill", 10_000, 10_100)]
     answer_gaps(faults, arrivals)
     assert [f.answer_gap_ms for f in faults] == [7_000, 1_000]
