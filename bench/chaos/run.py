@@ -226,7 +226,7 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
     log(f"producer stopped: {v.published:,} publications, ids 0..{top:,}")
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while True:
-        note = stack.handed_over()
+        note = stack.handed_over(next_standby=False)
         if note:
             log(f"while draining: {note}")
         stack.check_alive()
@@ -238,9 +238,9 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
             raise BenchFailed(f"the app did not drain within {DRAIN_TIMEOUT_S:.0f} s (lag {lag}, "
                               f"{sum(counts.values()):,} records published); see {stack.app.log}")
         time.sleep(1.0)
-    for proc in (stack.standby, stack.app, stack.distributor):
-        if proc is None:
-            continue
+    if stack.standby is not None:  # it wrote nothing; one still starting may end otherwise
+        stack.procs.stop(stack.standby, grace=120)
+    for proc in (stack.app, stack.distributor):
         code = stack.procs.stop(proc, grace=120)
         if code != 0:
             raise BenchFailed(f"{proc.name} ended with {code} when stopped; see {proc.log}")

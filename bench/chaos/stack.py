@@ -108,19 +108,23 @@ class Stack:
         self.app = taker
         return taker, waited
 
-    def handed_over(self) -> str | None:
+    def handed_over(self, next_standby: bool = True) -> str | None:
         """When the app stopped because its standby took the lease (exit code 7: a broker
         fault kept its heartbeats from Kafka for the lease time): the standby becomes the app
         and the stopped app is started again as the next standby, as after a driver kill; a
-        line saying so. None when nothing was handed over."""
+        line saying so (``next_standby`` false: none is started, as while the run drains). None
+        when nothing was handed over."""
         if (self.standby is None or self.app.popen.poll() != EXIT_REPLACED):
             return None
         replaced = self.app
         self.procs.stop(replaced, grace=5)
         taker, _ = self.take_over()
+        note = (f"{replaced.log.stem} replaced: {taker.log.stem} (standby) took the lease and "
+                "answers")
+        if not next_standby:
+            return note
         self.start_app(standby=True)
-        return (f"{replaced.log.stem} replaced: {taker.log.stem} (standby) took the lease and "
-                f"answers, {self.standby.log.stem} started as the next standby")
+        return f"{note}, {self.standby.log.stem} started as the next standby"
 
     def start_distributor(self) -> Proc:
         self.distributor = self.procs.start(
