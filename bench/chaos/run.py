@@ -178,15 +178,18 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
     next_note = PROGRESS_S
     shift = 0.0  # the time the faults waited for a standby to get ready: the plan moves on
 
+    def handovers() -> None:
+        note = stack.handed_over()
+        if note:
+            log(f"[{time.monotonic() - t0:6.0f} s] {note}")
+            if faults:
+                faults[-1].detail += f"; then {note}"
+                faults[-1].handovers += 1
+
     def wait_until(at: float) -> None:
-        nonlocal next_note, shift
+        nonlocal next_note
         while (el := time.monotonic() - t0) < at + shift:
-            note = stack.handed_over()
-            if note:
-                log(f"[{el:6.0f} s] {note}")
-                if faults:
-                    faults[-1].detail += f"; then {note}"
-                    faults[-1].handovers += 1
+            handovers()
             stack.check_alive()
             if el >= next_note:
                 next_note += PROGRESS_S
@@ -197,6 +200,7 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
 
     for at, kind in plan:
         wait_until(at)
+        handovers()  # a fault that is due at once still hits the app that answers now
         if stack.standby is not None:
             late = stack.wait_standby_ready()
             shift += late

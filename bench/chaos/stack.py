@@ -109,12 +109,14 @@ class Stack:
         return taker, waited
 
     def handed_over(self, next_standby: bool = True) -> str | None:
-        """When the app stopped because its standby took the lease (exit code 7: a broker
+        """When the standby took the lease and the app stopped, or will (exit code 7: a broker
         fault kept its heartbeats from Kafka for the lease time): the standby becomes the app
         and the stopped app is started again as the next standby, as after a driver kill; a
         line saying so (``next_standby`` false: none is started, as while the run drains). None
         when nothing was handed over."""
-        if (self.standby is None or self.app.popen.poll() != EXIT_REPLACED):
+        if self.standby is None or (
+                self.app.popen.poll() != EXIT_REPLACED
+                and TOOK_LEASE not in self.standby.log.read_text(errors="replace")):
             return None
         replaced = self.app
         self.procs.stop(replaced, grace=5)
