@@ -2,14 +2,17 @@
 the end.
 
 On a local Apache Kafka of three nodes (replication factor 3, min.insync.replicas 2), a
-standalone Spark cluster of two 1-core workers, the app in exactly-once mode, the distributor
-and a producer process at --rate publications/s run for --duration; every --every (jittered by
-±50 %) one fault drawn at random (--seed) from --kinds happens:
+standalone Spark cluster of two workers, the app in exactly-once mode with a standby (geops app
+--standby; --no-standby: without), the distributor and a producer process at --rate
+publications/s run for --duration; every --every (jittered by ±50 %) one fault drawn at random
+(--seed) from --kinds happens:
 
   broker-kill         kill -9 of one broker node, started again on its data after 10-30 s
   broker-freeze       one broker node stopped (SIGSTOP) for 10-40 s, then resumed
-  driver-kill         kill -9 of the app's driver, started again on the same checkpoint
-  executor-kill       kill -9 of one executor (its worker starts a new one)
+  driver-kill         kill -9 of the app's driver; the standby takes over and the killed app
+                      is started again as the next standby (without a standby: started again
+                      on the same checkpoint)
+  executor-kill       kill -9 of one executor of the app (its worker starts a new one)
   distributor-kill    kill -9 of the distributor, started again
   producer-kill       kill -9 of the producer, started again where it left off
   subscription-burst  1,000 subscription changes in a second (subscribe, then remove)
@@ -18,9 +21,11 @@ At the end the producer is stopped, the app drained and stopped, and the run che
 publications topic holds every id once, that the matches topic read with read_committed equals
 the oracle's answers exactly (none missing, extra, different or twice), that the distributor's
 last epoch is the app's, and that nothing it started still runs. It prints and writes, per
-fault kind, how many, the time until the lag was back under 2 s of input (median and worst)
-and the records the app re-read (README.md, faults.csv, lag.csv.gz, summary.json in --out).
-Exit code 1 when the end is not exact.
+fault kind, how many, the time until the lag was back under 2 s of input (median and worst),
+the answer gap (the longest time without a new answer while publications were waiting), the
+records the app re-read, and each kind's goal beside its figure: met or not met (README.md,
+faults.csv, lag.csv.gz, answers.csv.gz, summary.json in --out). Exit code 1 when the end is not
+exact.
 
 The rate should be about half what this deployment sustains (three brokers, two 1-core
 executors, exactly-once): on two cores 1,000/s already fell behind (a lag of 30-56 s within 90 s
@@ -64,6 +69,10 @@ def register_chaos(benches: argparse._SubParsersAction) -> None:
     p.add_argument("--base-publications", type=positive_int, default=20_000, metavar="M",
                    help="distinct publications the stream cycles through, each with a new id "
                         "(default 20,000; the oracle answers these)")
+    p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=True,
+                   help="run a standby of the app (geops app --standby) that takes over after "
+                        "a driver kill, and start a new one in its place (default on; "
+                        "--no-standby: the killed app is started again on its checkpoint)")
     p.add_argument("--out", metavar="DIR", default="docs/results/chaos",
                    help="results directory (default docs/results/chaos)")
     p.add_argument("--report-only", action="store_true",
@@ -90,7 +99,7 @@ def _options(args: argparse.Namespace):
                         every_s=live.duration(args.every, "--every"), seed=args.seed,
                         rate=args.rate, max_faults=args.faults, kinds=kinds,
                         subscriptions=args.subscriptions,
-                        base_publications=args.base_publications)
+                        base_publications=args.base_publications, standby=args.standby)
 
 
 def _chaos(args: argparse.Namespace) -> int:

@@ -174,16 +174,23 @@ class LeaseLog:
         """The offset of the next record to read (0 before the first)."""
         return max(0, self._consumer.position([TopicPartition(self.topic, 0)])[0].offset)
 
-    def append(self, kind: str, term: int, timeout: float = 5.0) -> float:
+    def append(self, kind: str, term: int, timeout: float = 5.0, settle: bool = False) -> float:
         """Append a record of this holder and wait until the broker has it; returns
         ``time.monotonic()`` from before it was sent. ``KafkaUnavailable`` when it was not
-        written within ``timeout``."""
+        written within ``timeout``; with ``settle``, only once the producer gave it up: a claim
+        still queued may land later and take the lease, so its sender must not end meanwhile
+        (the app it replaces would stop, and no process would answer)."""
         sent = time.monotonic()
         failed: list[Any] = []
         rec = LeaseRecord(self.state.app, term, kind, self.holder)
         self._producer.produce(self.topic, rec.encode(), key=self.state.app.encode(),
                                partition=0, on_delivery=lambda err, _m: failed.append(err))
         left = self._producer.flush(timeout)
+        if left and settle:
+            log.warning("the lease topic '%s' did not take a %s within %.0f s; waiting until "
+                        "it does or the producer gives it up", self.topic, kind, timeout)
+            while left:
+                left = self._producer.flush(timeout)
         if left or not failed or failed[0] is not None:
             why = "no answer" if left or not failed else failed[0].str()
             raise KafkaUnavailable(f"the lease topic '{self.topic}' did not take a {kind} "
@@ -294,7 +301,7 @@ def wait_for_lease(lease_log: LeaseLog, lease_s: float, stopping: Callable[[], b
         if not lease_log.at_end or not state.lapsed(time.monotonic(), lease_s):
             continue
         term, quiet = state.term + 1, time.monotonic() - state.fresh
-        sent = lease_log.append(CLAIM, term)
+        sent = lease_log.append(CLAIM, term, settle=True)
         while lease_log.state.term < term and not stopping():
             lease_log.read(0.05)
         if lease_log.state.holder == lease_log.holder:

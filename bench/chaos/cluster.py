@@ -18,21 +18,23 @@ from bench.harness.procfs import descendants, process_parents
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
 EXECUTOR_CLASS = b"CoarseGrainedExecutorBackend"
+DRIVER_URL = b"spark://CoarseGrainedScheduler@"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 class SparkCluster:
-    """A master and ``workers`` workers (1 core, ``memory`` each), registered with ``procs``
-    so that they are stopped with everything else."""
+    """A master and ``workers`` workers (``cores`` and ``memory`` each; two apps, the active
+    one and its standby, need two 1-core executors on each), registered with ``procs`` so
+    that they are stopped with everything else."""
 
     def __init__(self, procs: Processes, workdir: Path, env: dict[str, str], workers: int = 2,
-                 memory: str = "1g", timeout: float = 90.0):
-        port = _free_port()
+                 memory: str = "1g", timeout: float = 90.0, cores: int = 1):
+        port = free_port()
         self.master = f"spark://127.0.0.1:{port}"
         env = {**{k: v for k, v in env.items() if k != "PYTHONPATH"},
                "SPARK_HOME": str(SPARK_BIN.parent), "SPARK_LOCAL_IP": "127.0.0.1",
@@ -40,13 +42,13 @@ class SparkCluster:
         self.master_proc = procs.start(
             "spark-master", [str(SPARK_BIN / "spark-class"),
                              "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                             "--port", str(port), "--webui-port", str(_free_port())],
+                             "--port", str(port), "--webui-port", str(free_port())],
             env, workdir / "spark-master.log")
         self.workers: list[Proc] = [procs.start(
             f"spark-worker-{i}", [str(SPARK_BIN / "spark-class"),
                                   "org.apache.spark.deploy.worker.Worker", self.master,
-                                  "--cores", "1", "--memory", memory,
-                                  "--webui-port", str(_free_port()),
+                                  "--cores", str(cores), "--memory", memory,
+                                  "--webui-port", str(free_port()),
                                   "--work-dir", str(workdir / "spark-work")],
             env, workdir / f"spark-worker-{i}.log") for i in range(workers)]
         deadline = time.monotonic() + timeout
@@ -60,14 +62,20 @@ class SparkCluster:
                                   f"see {self.workers[0].log}")
             time.sleep(0.5)
 
-    def executors(self) -> list[int]:
-        """The pids of the executors the workers run now (one per worker while an app runs)."""
+    def executors(self, driver_port: int | None = None) -> list[int]:
+        """The pids of the executors the workers run now (one per worker and app); with
+        ``driver_port``, only those of the app whose driver listens there (an executor's
+        command line names its driver's address)."""
         parents = process_parents()
+        driver = f":{driver_port}".encode()
         out = []
         for w in self.workers:
             for pid in descendants(w.popen.pid, parents):
                 with contextlib.suppress(OSError):
-                    if EXECUTOR_CLASS in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    urls = [a for a in cmd.split(b"\0") if a.startswith(DRIVER_URL)]
+                    if EXECUTOR_CLASS in cmd and (driver_port is None
+                                                  or any(u.endswith(driver) for u in urls)):
                         out.append(pid)
         return out
 

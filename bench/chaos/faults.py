@@ -39,6 +39,8 @@ class Fault:
     detail: str = ""
     reread: int = 0
     recovered_ms: int | None = None  # when the lag was back under 2 s of input (run.py)
+    answer_gap_ms: int | None = None  # the longest stretch without an answer (answers.py)
+    handovers: int = 0  # the app handed over to its standby after the fault (its lease lapsed)
 
 
 def schedule(seed: int, duration_s: float, every_s: float, kinds: list[str],
@@ -96,14 +98,24 @@ def broker_freeze(stack: Stack, rng: np.random.Generator) -> str:
 
 
 def driver_kill(stack: Stack, rng: np.random.Generator) -> tuple[str, int]:
-    stack.procs.kill9(stack.app)
+    """Without a standby the app is started again on its checkpoint; with one, the standby
+    takes over (the fault ends when its log says it took the lease) and the killed app is
+    started again as the next standby."""
+    killed = stack.app
+    stack.procs.kill9(killed)
     reread, which = _reread(stack)
-    stack.start_app()
-    return f"restarted on its checkpoint{which}", reread
+    if stack.standby is None:
+        stack.start_app()
+        return f"restarted on its checkpoint{which}", reread
+    taker, waited = stack.take_over()
+    stack.start_app(standby=True)
+    return (f"{taker.log.stem} (standby) took the lease {waited:.1f} s after the kill and "
+            f"answers{which}; {killed.log.stem} killed, "
+            f"{stack.standby.log.stem} started as the next standby"), reread
 
 
 def executor_kill(stack: Stack, rng: np.random.Generator) -> str:
-    pids = stack.cluster.executors()
+    pids = stack.cluster.executors(stack.driver_port(stack.app))
     if not pids:
         return "no executor was running"
     pid = int(rng.choice(pids))

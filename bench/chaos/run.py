@@ -1,7 +1,8 @@
 """One chaos run: the stack started, the stream live, the faults injected on their schedule,
 then the producer stopped, the app drained and stopped, and the checks: the publications topic
 holds every id once, the matches (read committed) equal the oracle's exactly, the distributor's
-last epoch is the app's, nothing is left running. Writes ``faults.csv``, ``lag.csv.gz``,
+last epoch is the app's, nothing is left running. Per fault kind the time to recovery and the
+answer gap, each beside its goal. Writes ``faults.csv``, ``lag.csv.gz``, ``answers.csv.gz``,
 ``summary.json`` and ``README.md`` to the results directory."""
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 import config
+from bench.chaos.answers import AnswerWatcher, Arrival, answer_gap_ms, waiting_gaps
 from bench.chaos.cluster import SparkCluster
 from bench.chaos.faults import KINDS, Fault, inject, schedule
-from bench.chaos.stack import Stack
+from bench.chaos.stack import HOLDS_LEASE, Stack, wait_for_line
 from bench.harness.csv_tables import read_rows, write_csv
 from bench.harness.deployment import session_env
 from bench.harness.errors import BenchFailed
@@ -43,6 +45,12 @@ NODES = 3
 RECOVERED_INPUT_S = 2.0  # a fault is over once the lag is under this many seconds of input
 DRAIN_TIMEOUT_S = 600.0
 PROGRESS_S = 60.0
+# the recovery each fault kind should stay within with a standby running (seconds), and from
+# when: the fault's start, or the fault's end (a frozen broker node that answers again)
+GOALS: dict[str, tuple[float, str]] = {"driver-kill": (10.0, "start"),
+                                       "executor-kill": (15.0, "start"),
+                                       "broker-kill": (15.0, "start"),
+                                       "broker-freeze": (15.0, "end")}
 
 
 @dataclass
@@ -56,6 +64,7 @@ class ChaosOptions:
     subscriptions: int = 10_000
     base_publications: int = 20_000
     app_flags: list[str] = field(default_factory=list)
+    standby: bool = True
 
 
 @dataclass
@@ -90,23 +99,30 @@ def run_chaos(opts: ChaosOptions, out: Path, workdir: Path, log: Log,
     procs = Processes()
     stack = None
     monitor = None
+    watcher = None
     try:
         stack, oracle = _start(opts, procs, workdir, log)
         monitor = Monitor(stack.cfg, stack.env["GEOPS_APP_ID"], interval=0.5)
         monitor.start()
+        watcher = AnswerWatcher(stack.cfg)
+        watcher.start()
         stack.start_producer()
         log(f"stream live at {opts.rate:,.0f} publications/s; faults every {opts.every_s:.0f} s "
             f"± 50 % for {opts.duration_s:.0f} s (seed {opts.seed})")
         faults = _inject_all(stack, opts, log, monitor)
         verdict = _finish(stack, monitor, oracle, opts.base_publications, log)
     finally:
-        if monitor is not None:
-            monitor.close()
+        for thread in (monitor, watcher):
+            if thread is not None:
+                thread.close()
         procs.stop_all()
+    if watcher.error is not None:
+        raise BenchFailed(f"the reader of the matches topic failed: {watcher.error}")
     verdict.left_running = _left_running(procs, stack)
     samples = [(s.time_ms, s.lag) for s in monitor.data.samples] if monitor else []
     recoveries(faults, samples, opts.rate)
-    _write(out, opts, faults, samples, verdict, command)
+    answer_gaps(faults, watcher.arrivals)
+    _write(out, opts, faults, samples, watcher.arrivals, verdict, command)
     return verdict
 
 
@@ -134,14 +150,22 @@ def _start(opts: ChaosOptions, procs: Processes, workdir: Path, log: Log
     base.write_bytes(pickle.dumps(list(publication_records(w.publications))))
     log(f"{opts.subscriptions:,} subscriptions loaded; {opts.base_publications:,} base "
         f"publications and their oracle ready")
-    cluster = SparkCluster(procs, workdir, env)
-    log(f"Spark: master {cluster.master}, 2 workers of 1 core")
+    # with a standby each worker carries an executor of the app and one of its standby
+    cores = 2 if opts.standby else 1
+    cluster = SparkCluster(procs, workdir, env, cores=cores, memory=f"{cores}g")
+    log(f"Spark: master {cluster.master}, 2 workers of {cores} core(s)")
     stack = Stack(procs, workdir, state, env, cfg, cluster, opts.rate, base,
-                  app_flags=list(opts.app_flags))
+                  app_flags=list(opts.app_flags), with_standby=opts.standby)
     stack.start_distributor()
     stack.start_app()
+    if opts.standby:  # once the app holds the lease, its standby gets ready beside it
+        wait_for_line(stack.app, HOLDS_LEASE, "holding the lease", 300.0)
+        stack.start_app(standby=True)
     stack.wait_app_ready()
     log("the app (exactly-once) and the distributor run")
+    if opts.standby:
+        stack.wait_standby_ready()
+        log("its standby is ready to take over")
     return stack, oracle
 
 
@@ -152,10 +176,20 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
     t0 = time.monotonic()
     faults: list[Fault] = []
     next_note = PROGRESS_S
+    shift = 0.0  # the time the faults waited for a standby to get ready: the plan moves on
+
+    def handovers() -> None:
+        note = stack.handed_over()
+        if note:
+            log(f"[{time.monotonic() - t0:6.0f} s] {note}")
+            if faults:
+                faults[-1].detail += f"; then {note}"
+                faults[-1].handovers += 1
 
     def wait_until(at: float) -> None:
         nonlocal next_note
-        while (el := time.monotonic() - t0) < at:
+        while (el := time.monotonic() - t0) < at + shift:
+            handovers()
             stack.check_alive()
             if el >= next_note:
                 next_note += PROGRESS_S
@@ -166,6 +200,13 @@ def _inject_all(stack: Stack, opts: ChaosOptions, log: Log, monitor: Monitor) ->
 
     for at, kind in plan:
         wait_until(at)
+        handovers()  # a fault that is due at once still hits the app that answers now
+        if stack.standby is not None:
+            late = stack.wait_standby_ready()
+            shift += late
+            if late > 1.0:
+                log(f"[{time.monotonic() - t0:6.0f} s] the next fault waited {late:.0f} s for "
+                    "the standby to get ready")
         fault = inject(kind, stack, rng)
         faults.append(fault)
         log(f"[{time.monotonic() - t0:6.0f} s] fault {len(faults)}/{len(plan)}: {kind}, "
@@ -189,6 +230,9 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
     log(f"producer stopped: {v.published:,} publications, ids 0..{top:,}")
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while True:
+        note = stack.handed_over(next_standby=False)
+        if note:
+            log(f"while draining: {note}")
         stack.check_alive()
         done = sum(b["records"] for b in monitor.data.batches)
         lag = monitor.latest_lag()
@@ -198,6 +242,8 @@ def _finish(stack: Stack, monitor: Monitor, oracle: dict[int, tuple[int, ...]], 
             raise BenchFailed(f"the app did not drain within {DRAIN_TIMEOUT_S:.0f} s (lag {lag}, "
                               f"{sum(counts.values()):,} records published); see {stack.app.log}")
         time.sleep(1.0)
+    if stack.standby is not None:  # it wrote nothing; one still starting may end otherwise
+        stack.procs.stop(stack.standby, grace=120)
     for proc in (stack.app, stack.distributor):
         code = stack.procs.stop(proc, grace=120)
         if code != 0:
@@ -249,32 +295,71 @@ def recoveries(faults: list[Fault], samples: list[tuple[int, int | None]],
                                if t > behind[-1] and lag is not None and lag < limit), None)
 
 
+def answer_gaps(faults: list[Fault], arrivals: list[Arrival]) -> None:
+    """Each fault's answer gap (``answer_gap_ms``): the longest stretch without an answer while
+    publications were waiting that ended between its start and the next fault's."""
+    gaps = waiting_gaps(arrivals)
+    for i, f in enumerate(faults):
+        until = faults[i + 1].start_ms if i + 1 < len(faults) else float("inf")
+        f.answer_gap_ms = answer_gap_ms(gaps, f.start_ms, until) if arrivals else None
+
+
+def _seconds(values: list[float]) -> tuple[float | None, float | None]:
+    """(median, worst) rounded to 0.1 s; (None, None) without values."""
+    if not values:
+        return None, None
+    return round(statistics.median(values), 1), round(max(values), 1)
+
+
+def _goal(kind: str, fs: list[Fault]) -> dict:
+    """The kind's goal, the worst recovery measured from the goal's origin, and whether every
+    fault of the kind recovered within it (None: the kind has no goal)."""
+    if kind not in GOALS:
+        return {"goal_s": None, "goal_from": None, "goal_worst_s": None, "goal_met": None}
+    limit, origin = GOALS[kind]
+    times = [(f.recovered_ms - (f.end_ms if origin == "end" else f.start_ms)) / 1000
+             for f in fs if f.recovered_ms is not None]
+    worst = round(max(times), 1) if times else None
+    return {"goal_s": limit, "goal_from": origin, "goal_worst_s": worst,
+            "goal_met": len(times) == len(fs) and worst is not None and worst <= limit}
+
+
 def per_kind(faults: list[Fault]) -> list[dict]:
     """Per fault kind: how many, the recovery (median, worst) in seconds from the fault's start,
-    how many never recovered before the run ended, and the records re-read."""
+    the answer gap (median, worst), how many never recovered before the run ended, the records
+    re-read, and the goal with the figure it is judged by."""
     rows = []
     for kind in KINDS:
         fs = [f for f in faults if f.kind == kind]
         if not fs:
             continue
         rec = [(f.recovered_ms - f.start_ms) / 1000 for f in fs if f.recovered_ms is not None]
+        gap = [f.answer_gap_ms / 1000 for f in fs if f.answer_gap_ms is not None]
+        rec_med, rec_worst = _seconds(rec)
+        gap_med, gap_worst = _seconds(gap)
         rows.append({"kind": kind, "count": len(fs),
-                     "recovery_median_s": round(statistics.median(rec), 1) if rec else None,
-                     "recovery_worst_s": round(max(rec), 1) if rec else None,
+                     "recovery_median_s": rec_med, "recovery_worst_s": rec_worst,
+                     "answer_gap_median_s": gap_med, "answer_gap_worst_s": gap_worst,
                      "not_recovered": len(fs) - len(rec),
-                     "reread_records": sum(f.reread for f in fs)})
+                     "reread_records": sum(f.reread for f in fs),
+                     "handovers": sum(f.handovers for f in fs), **_goal(kind, fs)})
     return rows
 
 
 def rerender(out: Path) -> dict:
-    """Recompute the recoveries and the table from a run's ``faults.csv``, ``lag.csv.gz`` and
-    ``summary.json`` and write ``faults.csv``, ``summary.json`` and ``README.md`` again."""
+    """Recompute the recoveries, the answer gaps (when ``answers.csv.gz`` is there) and the
+    table from a run's ``faults.csv``, ``lag.csv.gz`` and ``summary.json`` and write
+    ``faults.csv``, ``summary.json`` and ``README.md`` again."""
     summary = json.loads((out / "summary.json").read_text())
     faults = [Fault(r["kind"], int(r["start_ms"]), int(r["end_ms"]), r["detail"],
-                    int(r["reread"])) for r in read_rows(out / "faults.csv")]
+                    int(r["reread"]), handovers=int(r.get("handovers") or 0))
+              for r in read_rows(out / "faults.csv")]
     samples = [(int(r["time_ms"]), int(r["lag"]) if r["lag"] else None)
                for r in read_rows(out / "lag.csv.gz")]
     recoveries(faults, samples, summary["options"]["rate"])
+    if (out / "answers.csv.gz").exists():
+        answer_gaps(faults, [Arrival(int(r["time_ms"]), int(r["first_event_ms"]),
+                                     int(r["count"])) for r in read_rows(out / "answers.csv.gz")])
     _write_faults(out, faults)
     summary["per_kind"] = per_kind(faults)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -287,10 +372,13 @@ def _write_faults(out: Path, faults: list[Fault]) -> None:
 
 
 def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
-           samples: list[tuple[int, int | None]], v: Verdict, command: list[str]) -> None:
+           samples: list[tuple[int, int | None]], arrivals: list[Arrival], v: Verdict,
+           command: list[str]) -> None:
     _write_faults(out, faults)
     write_csv(out / "lag.csv.gz", [{"time_ms": t, "lag": lag} for t, lag in samples],
               ["time_ms", "lag"])
+    write_csv(out / "answers.csv.gz", [asdict(a) for a in arrivals],
+              ["time_ms", "first_event_ms", "count"])
     rows = per_kind(faults)
     summary = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "machine": machine(),
@@ -298,6 +386,16 @@ def _write(out: Path, opts: ChaosOptions, faults: list[Fault],
                "per_kind": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / "README.md").write_text(report(summary))
+
+
+def goal_cell(row: dict) -> str:
+    """The goal of a row of ``per_kind`` beside its figure: met or not met."""
+    if row.get("goal_s") is None:
+        return "–"
+    since = " after the broker answers again" if row["goal_from"] == "end" else ""
+    worst = "not recovered" if row["goal_worst_s"] is None else f"worst {row['goal_worst_s']} s"
+    return (f"≤ {row['goal_s']:.0f} s{since}: **{'met' if row['goal_met'] else 'not met'}** "
+            f"({worst})")
 
 
 def report(summary: dict) -> str:
@@ -308,7 +406,11 @@ def report(summary: dict) -> str:
         f"`{' '.join(['geops', *summary['command']])}` ({summary['date']}, "
         f"{summary['machine']['cpus']} CPUs; seed {o['seed']}). Three Apache Kafka nodes "
         "(replication 3, `min.insync.replicas` 2), a Spark cluster of two 1-core workers, the "
-        "app (`--delivery exactly-once`) and the distributor, a producer at "
+        "app (`--delivery exactly-once`)"
+        + (" with a standby (`geops app --standby`; after a driver kill the standby takes "
+           "over and the killed app is started again as the next standby)"
+           if o.get("standby") else "")
+        + " and the distributor, a producer at "
         f"{o['rate']:,.0f} publications/s for {o['duration_s']:.0f} s; a fault every "
         f"{o['every_s']:.0f} s ± 50 %, drawn from {', '.join(o['kinds'])}.", "",
         "## The end", "",
@@ -326,12 +428,27 @@ def report(summary: dict) -> str:
         "before the next fault (0: it never fell that far behind; a fault that came before the "
         "one before it had recovered shares its lag); re-read: the records of the batches a "
         "restarted driver ran again (Spark's offset log; tasks an executor's loss retried within a "
-        "batch are not counted).", "",
-        *markdown(["fault", "count", "recovery median s", "worst s", "not recovered",
-                   "re-read records"],
+        "batch are not counted); answer gap: the longest stretch without any answer (no new "
+        "`Match` record on the matches topic read with `read_committed`) while publications "
+        "were waiting (written and not yet answered), among those that ended between the "
+        "fault's start and the next fault's; goal: the recovery every fault of the kind "
+        "should stay within with a standby running, judged by the worst (a frozen broker "
+        "node's from when it answers again).", "",
+        *markdown(["fault", "count", "recovery median s", "worst s", "answer gap median s",
+                   "worst s", "not recovered", "re-read records", "goal"],
                   ([r["kind"], r["count"], cell(r["recovery_median_s"], 1),
-                    cell(r["recovery_worst_s"], 1), r["not_recovered"],
-                    f"{r['reread_records']:,}"] for r in summary["per_kind"]), "lrrrrr")]
-    lines += ["", "Every fault with its time and what it hit: [`faults.csv`](faults.csv); the "
-              "lag every half second: `lag.csv.gz`; all of it: `summary.json`.", ""]
+                    cell(r["recovery_worst_s"], 1), cell(r.get("answer_gap_median_s"), 1),
+                    cell(r.get("answer_gap_worst_s"), 1), r["not_recovered"],
+                    f"{r['reread_records']:,}", goal_cell(r)] for r in summary["per_kind"]),
+                  "lrrrrrrrl")]
+    handed = [f"{r['kind']} ({r['handovers']})" for r in summary["per_kind"]
+              if r.get("handovers")]
+    if handed:
+        lines += ["", "The app was handed over to its standby after a fault that kept its lease's "
+                  "heartbeats from Kafka for the lease time (the app stopped with exit code 7, "
+                  "the standby answered, the stopped app came back as the next standby): after "
+                  + ", ".join(handed) + "."]
+    lines += ["", "Every fault with its time, what it hit and its answer gap: "
+              "[`faults.csv`](faults.csv); the lag every half second: `lag.csv.gz`; when "
+              "answers arrived: `answers.csv.gz`; all of it: `summary.json`.", ""]
     return "\n".join(lines)

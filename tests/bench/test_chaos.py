@@ -1,9 +1,10 @@
 """`geops bench chaos`: the schedule, the producer's resumption, the per-kind table (pure), and
-a short run: four faults of different kinds on the three-node cluster with the app in
-exactly-once mode, after which the answers equal the oracle's exactly. Its broker-kill is the
+the answer gaps and the goals (pure), and a short run: four faults of different kinds on the
+three-node cluster with the app in exactly-once mode and a standby, after which the answers
+equal the oracle's exactly; at the driver kill the standby takes over. Its broker-kill is the
 suite's test of a node lost from a three-node cluster (replication 3, two in sync required):
-nothing lost, and the app goes on in the same process (it runs again only after its own
-kill)."""
+nothing lost; the app goes on in the same process, or, when the node led the lease topic long
+enough for the lease to lapse, its standby takes over."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import json
 
 import pytest
 
+from bench.chaos.answers import Arrival, answer_gap_ms, waiting_gaps
 from bench.chaos.faults import KINDS, Fault, _reread, schedule
 from bench.chaos.producer import to_send
-from bench.chaos.run import per_kind, recoveries
+from bench.chaos.run import answer_gaps, goal_cell, per_kind, recoveries
+from bench.harness.csv_tables import read_rows
 from cli.main import main
 
 # its first four faults: driver-kill, broker-kill, executor-kill, distributor-kill (the other
@@ -74,15 +77,49 @@ def test_a_recovery_ends_when_the_lag_is_back_for_good_before_the_next_fault():
 
 
 def test_the_table_per_kind():
-    faults = [Fault("driver-kill", 0, 5_000, reread=300, recovered_ms=12_000),
-              Fault("driver-kill", 60_000, 64_000, reread=100, recovered_ms=70_000),
-              Fault("broker-kill", 120_000, 140_000, recovered_ms=None)]
+    faults = [Fault("driver-kill", 0, 5_000, reread=300, recovered_ms=12_000,
+                    answer_gap_ms=4_000),
+              Fault("driver-kill", 60_000, 64_000, reread=100, recovered_ms=70_000,
+                    answer_gap_ms=6_500),
+              Fault("broker-kill", 120_000, 140_000, recovered_ms=None),
+              Fault("broker-freeze", 200_000, 230_000, recovered_ms=240_000),
+              Fault("producer-kill", 300_000, 300_100, recovered_ms=300_000)]
     rows = {r["kind"]: r for r in per_kind(faults)}
     assert rows["driver-kill"] == {"kind": "driver-kill", "count": 2, "recovery_median_s": 11.0,
-                                   "recovery_worst_s": 12.0, "not_recovered": 0,
-                                   "reread_records": 400}
+                                   "recovery_worst_s": 12.0, "answer_gap_median_s": 5.2,
+                                   "answer_gap_worst_s": 6.5, "not_recovered": 0,
+                                   "reread_records": 400, "handovers": 0, "goal_s": 10.0,
+                                   "goal_from": "start", "goal_worst_s": 12.0,
+                                   "goal_met": False}
+    assert goal_cell(rows["driver-kill"]) == "≤ 10 s: **not met** (worst 12.0 s)"
     assert rows["broker-kill"]["not_recovered"] == 1
     assert rows["broker-kill"]["recovery_worst_s"] is None
+    assert rows["broker-kill"]["goal_met"] is False
+    assert goal_cell(rows["broker-kill"]) == "≤ 15 s: **not met** (not recovered)"
+    # a frozen node's goal counts from when it answers again: 10 s, not 40 s
+    assert rows["broker-freeze"]["recovery_worst_s"] == 40.0
+    assert rows["broker-freeze"]["goal_worst_s"] == 10.0 and rows["broker-freeze"]["goal_met"]
+    assert goal_cell(rows["broker-freeze"]).startswith("≤ 15 s after the broker answers again")
+    assert rows["producer-kill"]["goal_s"] is None and goal_cell(rows["producer-kill"]) == "–"
+
+
+def test_an_answer_gap_counts_only_while_publications_wait():
+    # answers at 1 s (events from 0.5 s), 2 s, then none until 9 s; the publications answered
+    # at 9 s were written from 1.5 s: waiting from 2 s (the arrival before) to 9 s; those at
+    # 2 s from 1.2 s: nothing waited from 1 s to 1.2 s
+    arrivals = [Arrival(1_000, 500, 10), Arrival(2_000, 1_200, 10), Arrival(9_000, 1_500, 50),
+                # the producer was down: nothing written after 9 s until 20 s
+                Arrival(9_500, 9_100, 5), Arrival(21_000, 20_000, 5)]
+    gaps = waiting_gaps(arrivals)
+    assert gaps == [(1_200, 2_000), (2_000, 9_000), (9_100, 9_500), (20_000, 21_000)]
+    assert answer_gap_ms(gaps, 3_000, 15_000) == 7_000  # the gap the fault fell into, whole
+    assert answer_gap_ms(gaps, 10_000, 30_000) == 1_000  # 11 s without answers, none waiting
+    assert answer_gap_ms(gaps, 30_000, 40_000) is None
+    # a gap that lasted into the next fault is that fault's
+    assert answer_gap_ms(gaps, 0, 8_000) == 800 and answer_gap_ms(gaps, 8_000, 10_000) == 7_000
+    faults = [Fault("driver-kill", 3_000, 4_000), Fault("producer-kill", 10_000, 10_100)]
+    answer_gaps(faults, arrivals)
+    assert [f.answer_gap_ms for f in faults] == [7_000, 1_000]
 
 
 @pytest.mark.integration
@@ -102,8 +139,23 @@ def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     # most of the stream's publications were written though the producer shared the machine
     assert v["exact"] and v["published"] > RATE * SHORT_DURATION_S * 0.8
     assert v["duplicate_answers"] == v["missing_answers"] == v["wrong_answers"] == 0
-    assert sorted(r["kind"] for r in summary["per_kind"]) == sorted(
-        ["driver-kill", "broker-kill", "executor-kill", "distributor-kill"])
-    # a node, an executor or the distributor lost: the app goes on in the same process
-    assert len(list((tmp_path / "work").glob("app-*.log"))) == 2
-    assert "Exact" in (out / "README.md").read_text()
+    rows = {r["kind"]: r for r in summary["per_kind"]}
+    assert sorted(rows) == sorted(["driver-kill", "broker-kill", "executor-kill",
+                                   "distributor-kill"])
+    assert all(r["answer_gap_worst_s"] is not None for r in rows.values())
+    assert rows["driver-kill"]["goal_s"] == 10.0 and rows["driver-kill"]["goal_met"] is not None
+    # the driver kill: the standby (app-2) took the lease and answered, the killed app (app-1)
+    # was started again as the next standby (app-3); after a node, an executor or the
+    # distributor lost the app went on (in the same process, or handed over)
+    driver = next(f for f in read_rows(out / "faults.csv") if f["kind"] == "driver-kill")
+    assert driver["detail"].startswith("app-2 (standby) took the lease"), driver["detail"]
+    assert "app-3 started as the next standby" in driver["detail"]
+    work = tmp_path / "work"
+    # more when a broker fault kept the app's heartbeats away for the lease time and the
+    # standby took over then too (the summary counts those handovers)
+    handovers = sum(r["handovers"] for r in rows.values())
+    assert len(list(work.glob("app-*.log"))) == 3 + handovers
+    assert "took the lease of app" in (work / "app-2.log").read_text()
+    assert "standby: ready to take over" in (work / "app-3.log").read_text()
+    page = (out / "README.md").read_text()
+    assert "Exact" in page and "answer gap" in page and "≤ 10 s" in page

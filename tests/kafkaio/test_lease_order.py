@@ -1,8 +1,12 @@
-"""The lease's rules as the log's order applies them (``kafkaio.lease.LeaseState``): pure."""
+"""The lease's rules as the log's order applies them (``kafkaio.lease.LeaseState``), and a
+claim's append that the broker takes late: pure."""
 
 from __future__ import annotations
 
-from kafkaio.lease import CLAIM, HEARTBEAT, LeaseRecord, LeaseState
+import pytest
+
+from kafkaio.errors import KafkaUnavailable
+from kafkaio.lease import CLAIM, HEARTBEAT, LeaseLog, LeaseRecord, LeaseState
 
 
 def rec(kind: str, term: int, holder: str, app: str = "geops") -> LeaseRecord:
@@ -47,3 +51,33 @@ def test_a_heartbeat_whose_claim_was_compacted_away_takes_the_lease():
     state.apply(rec(CLAIM, 5, "b"), 2.0)   # a late claim of the same term loses
     state.apply(rec(HEARTBEAT, 5, "a"), 3.0)
     assert (state.term, state.holder, state.fresh) == (5, "a", 3.0)
+
+
+class SlowBroker:
+    """A producer whose record the broker takes only at the third flush."""
+
+    def __init__(self) -> None:
+        self.flushes, self.on_delivery = 0, None
+
+    def produce(self, topic, value, key, partition, on_delivery) -> None:
+        self.on_delivery = on_delivery
+
+    def flush(self, timeout: float) -> int:
+        self.flushes += 1
+        if self.flushes < 3:
+            return 1
+        self.on_delivery(None, None)
+        return 0
+
+
+def test_a_claim_the_broker_takes_late_is_waited_for_not_given_up():
+    # a standby that gave up its claim after the timeout would end while the claim, still
+    # queued, could land later and stop the active app: nobody would answer
+    lease_log = LeaseLog.__new__(LeaseLog)
+    lease_log.topic, lease_log.holder, lease_log.state = "t", "me", LeaseState("geops")
+    lease_log._producer = SlowBroker()
+    with pytest.raises(KafkaUnavailable, match="did not take a claim"):
+        lease_log.append(CLAIM, 2, timeout=0.01)
+    lease_log._producer = SlowBroker()
+    lease_log.append(CLAIM, 2, timeout=0.01, settle=True)
+    assert lease_log._producer.flushes == 3
