@@ -105,9 +105,9 @@ def subscription_bytes(header: bytes, sid: int, geometry_field: bytes, relation:
     """A single-object-encoded Subscription, as ``codec().encode("Subscription", ...)`` makes
     it, from the schema header, the pre-encoded geometry field and the relation's code (the
     Avro enum's index); a plain subscription (an empty ``detect`` array, a null
-    ``distance_m``)."""
+    ``distance_m`` and a null ``roam``)."""
     return (header + zigzag_varint(sid) + geometry_field + zigzag_varint(relation)
-            + b"\x00\x00")
+            + b"\x00\x00\x00")
 
 
 # -- the plan --------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness.csv_tables import columns, write_csv
+from bench.harness.summaries import summaries
 from bench.harness.trees import app_topics, generate, geops
-from bench.studies.read_ab import summaries
 from kafkaio import broker
 from kafkaio.sender import produce_records
 from schemas.records import publication_records

@@ -28,22 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-import config
 from bench.harness.csv_tables import columns, write_csv
+from bench.harness.summaries import summaries
 from bench.harness.trees import app_topics, generate, geops, trees_of
 from kafkaio import broker
 from kafkaio.dump import by_schema
 from kafkaio.sender import Sender, produce_records
 from schemas import codec
 from schemas.records import publication_records
-
-
-def summaries(cfg: config.Config, app_id: str) -> list[dict]:
-    seen: dict[int, dict] = {}
-    for s in by_schema(cfg.kafka_client(), cfg.topic("metrics")).get("BatchSummary", []):
-        if s["app_id"] == app_id and s["records"]:
-            seen[s["batch_id"]] = s
-    return [seen[b] for b in sorted(seen)]
 
 
 def backlog_rate(batches: list[dict]) -> float:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.harness.restarts import ROOT, Stream, first_answer, on_own_broker, phases
 from bench.harness.trees import app_topics
-from bench.studies.restart import ROOT, Stream, first_answer, on_own_broker, phases
 from config.exitcodes import EXIT_REPLACED
 from geops.avro_input import read_publications_avro
 from schemas.records import publication_records

@@ -72,7 +72,7 @@ def test_subscription_bytes_equal_the_codec(sid, rel):
                                         encoded_geometry(wkb), rel)
     record = {"id": sid, "geometry": wkb, "relation": relation_symbols()[rel]}
     assert got == c.encode("Subscription", record)
-    assert c.decode(got)[1] == {**record, "detect": [], "distance_m": None}
+    assert c.decode(got)[1] == {**record, "detect": [], "distance_m": None, "roam": None}
 
 
 # -- the plan --------------------------------------------------------------------------------
