@@ -140,7 +140,10 @@ def test_a_short_chaos_run_ends_exact(tmp_path, capsys):
     rows = {r["kind"]: r for r in summary["per_kind"]}
     assert sorted(rows) == sorted(["driver-kill", "broker-kill", "executor-kill",
                                    "distributor-kill"])
-    assert all(r["answer_gap_worst_s"] is not None for r in rows.values())
+    # a gap is the fault's during which it ended: a restarted driver's may end in the next
+    # fault's time, so not every kind has one of its own
+    assert any(r["answer_gap_worst_s"] is not None for r in rows.values())
+    assert (out / "answers.csv.gz").exists()
     assert rows["driver-kill"]["goal_s"] == 10.0 and rows["driver-kill"]["goal_met"] is not None
     # without a standby (the takeover has its own live tests, tests/app/test_app_standby.py)
     # the killed driver is started again on its checkpoint; after a node, an executor or the
