@@ -224,7 +224,7 @@ class LeaseKeeper:
         with self._lock:
             self.log.catch_up()
             term = self.log.state.term + 1
-            sent = self.log.append(CLAIM, term)
+            sent = self.log.append(CLAIM, term, settle=True)
             while self.log.state.term < term:
                 self.log.read(0.1)
             if self.log.state.holder != self.log.holder:
